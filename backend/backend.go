@@ -1,0 +1,159 @@
+// Package backend defines what ashlock needs from a store that holds locks.
+//
+// A Backend keeps, per key, a queue of claims ordered by the token each
+// received when it was created. The claim at the head of a key's queue holds
+// the key. Every claim is bound to a lease; a lease lives for its TTL unless
+// renewed, and when it ends every claim bound to it disappears.
+//
+// The root package (github.com/ash-lock/ashlock) validates keys and TTLs,
+// pools leases per TTL, renews them from one watchdog per client, and turns
+// claims into guards. A Backend implements only the storage side described
+// here. The conformance suite in package backendtest checks an
+// implementation against this contract; run it from your own tests.
+//
+// All methods must be safe for concurrent use. Methods that take a context
+// must return promptly once it ends, with an error for which
+// errors.Is(err, ctx.Err()) holds. Failures to reach the store wrap
+// ErrUnavailable.
+package backend
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/ash-lock/ashlock/internal/hlc"
+)
+
+// Errors a Backend returns. Implementations wrap them (fmt.Errorf with %w or
+// errors.Join) so that callers can test with errors.Is; the root package
+// re-exports the same values.
+var (
+	// ErrLocked: a non-waiting Acquire found the key held by another claim.
+	ErrLocked = errors.New("ashlock: lock is held elsewhere")
+	// ErrLeaseExpired: the lease is gone (expired, revoked or unknown), or a
+	// claim bound to it vanished before it could hold the key.
+	ErrLeaseExpired = errors.New("ashlock: lease expired")
+	// ErrUnavailable: the store could not be reached or refused the request.
+	ErrUnavailable = errors.New("ashlock: backend unavailable")
+	// ErrClosed: the Backend (or the client using it) has been closed.
+	ErrClosed = errors.New("ashlock: closed")
+)
+
+// Timestamp is a hybrid logical clock stamp recorded with an acquisition.
+type Timestamp = hlc.Timestamp
+
+// LeaseID names a lease within one Backend. Zero is never a valid lease.
+type LeaseID int64
+
+// Lease is a granted lease.
+type Lease struct {
+	ID LeaseID
+	// TTL is what the store actually granted. It may exceed the requested
+	// TTL (etcd rounds up to whole seconds and raises small TTLs) but never
+	// falls short of it; the watchdog computes deadlines from this value.
+	TTL time.Duration
+}
+
+// AcquireRequest asks for a claim on Key bound to Lease.
+type AcquireRequest struct {
+	Key string // already validated: non-empty UTF-8, no control characters, <= 1024 bytes
+	// ID names the claim: a fresh random UUID per acquisition. A Backend
+	// stores it with the claim so that a cancelled Acquire whose enqueue
+	// reply was lost can still find and remove its claim.
+	ID    string
+	Lease LeaseID
+	Owner string // free-form label reported by Inspect
+	// Wait false asks for TryAcquire semantics: succeed at once or fail with
+	// ErrLocked, leaving nothing behind.
+	Wait bool
+	// Fair true (the usual case) queues the claim in strict FIFO order of
+	// request. Fair false does not take a place in the queue: the request
+	// waits until no claim is queued for the key and then takes it; queued
+	// fair requests always go first. Both kinds exclude each other.
+	Fair bool
+	// Stamp, when non-nil, stamps the acquisition. The Backend calls it once
+	// the claim holds the key, with the highest stamp recorded by earlier
+	// holders of the key (zero if none), records the result so that later
+	// holders see it, and returns it in Claim.Stamp. An error from Stamp
+	// fails the Acquire: the claim is removed and the error returned.
+	Stamp func(prev Timestamp) (Timestamp, error)
+	// OnLost, when non-nil, is called at most once, after Acquire has
+	// returned the claim, if the store loses the claim other than by
+	// Release: its lease ended, or it was deleted by someone else. The
+	// Backend calls it from its own goroutine; it must not block.
+	OnLost func(cause error)
+}
+
+// Claim is a claim that holds its key.
+type Claim struct {
+	Key   string
+	ID    string
+	Lease LeaseID
+	// Token is the fencing token: strictly greater than the token of every
+	// earlier claim on the same key in this store, and never reused, not
+	// even after a restart of the store.
+	Token      uint64
+	AcquiredAt time.Time // when the claim came to hold the key (store's or local clock)
+	Stamp      Timestamp // zero unless the request had a Stamp function
+}
+
+// Waiter is a claim queued behind the holder of a key.
+type Waiter struct {
+	Owner string
+	Token uint64
+}
+
+// LockInfo describes the state of one key.
+type LockInfo struct {
+	Key        string
+	Held       bool
+	Owner      string    // holder's label; empty when not held
+	Token      uint64    // holder's fencing token; 0 when not held
+	AcquiredAt time.Time // zero when not held
+	Stamp      Timestamp // holder's stamp, if it had one
+	Waiters    []Waiter  // fair waiters in queue order
+}
+
+// Backend is a store for lock claims.
+type Backend interface {
+	// Grant creates a lease that ends ttl after the request was sent unless
+	// renewed. It returns the TTL actually granted (>= ttl).
+	Grant(ctx context.Context, ttl time.Duration) (Lease, error)
+
+	// KeepAlive renews a lease and returns the TTL it was renewed for,
+	// counted from when the request was sent. A lease that has already
+	// ended yields an error wrapping ErrLeaseExpired, never a renewal.
+	KeepAlive(ctx context.Context, id LeaseID) (time.Duration, error)
+
+	// Revoke ends a lease at once, removing every claim bound to it.
+	// Revoking a lease that has already ended is not an error.
+	Revoke(ctx context.Context, id LeaseID) error
+
+	// Acquire creates the claim req.ID on req.Key bound to req.Lease and,
+	// if req.Wait, blocks until the claim holds the key. It waits without
+	// polling, and a release wakes only the waiter next in line.
+	//
+	// On success the claim holds the key. On failure nothing is left
+	// behind: a claim created for the request is removed, even when ctx has
+	// ended (the Backend uses a bounded context of its own for that).
+	// Errors: ErrLocked (req.Wait false and the key is held), ErrLeaseExpired
+	// (the lease or the claim vanished while waiting), ErrUnavailable,
+	// ErrClosed, or ctx's error joined with the cause.
+	Acquire(ctx context.Context, req AcquireRequest) (Claim, error)
+
+	// Release removes the claim if, and only if, the store still has it
+	// with the same ID and token; it never removes another claim, so a
+	// retried or late Release is harmless. Releasing a claim that is
+	// already gone returns nil. After Release returns nil, OnLost is not
+	// called for that claim.
+	Release(ctx context.Context, c Claim) error
+
+	// Inspect reports the state of key. A free key gives Held == false and
+	// a nil error.
+	Inspect(ctx context.Context, key string) (LockInfo, error)
+
+	// Close releases the Backend's own resources (connections, goroutines).
+	// It does not wait for, or remove, claims. Later calls return ErrClosed.
+	Close() error
+}
