@@ -1,0 +1,148 @@
+package ashlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ash-lock/ashlock"
+)
+
+func TestBadInputIsRefusedWithSentinel(t *testing.T) {
+	tests := []struct {
+		name  string
+		build func(c *ashlock.LockClient) *ashlock.LockBuilder
+		want  []error
+	}{
+		{"empty key", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.Lock("") }, []error{ashlock.ErrInvalidKey}},
+		{"invalid UTF-8", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.Lock("a\xffb") }, []error{ashlock.ErrInvalidKey}},
+		{"NUL byte", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.Lock("a\x00b") }, []error{ashlock.ErrInvalidKey}},
+		{"newline", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.Lock("a\nb") }, []error{ashlock.ErrInvalidKey}},
+		{"C1 control", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.Lock("a\u0085b") }, []error{ashlock.ErrInvalidKey}},
+		{"oversized key", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.Lock(strings.Repeat("k", 1025)) }, []error{ashlock.ErrInvalidKey}},
+		{"zero TTL", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.Lock("k").WithTTL(0) }, []error{ashlock.ErrInvalidTTL}},
+		{"negative TTL", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.Lock("k").WithTTL(-time.Second) }, []error{ashlock.ErrInvalidTTL}},
+		{"interval equal to TTL", func(c *ashlock.LockClient) *ashlock.LockBuilder {
+			return c.Lock("k").WithTTL(time.Second).WithWatchdogInterval(time.Second)
+		}, []error{ashlock.ErrInvalidConfig}},
+		{"interval above TTL", func(c *ashlock.LockClient) *ashlock.LockBuilder {
+			return c.Lock("k").WithTTL(time.Second).WithWatchdogInterval(2 * time.Second)
+		}, []error{ashlock.ErrInvalidConfig}},
+		{"zero interval", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.Lock("k").WithWatchdogInterval(0) }, []error{ashlock.ErrInvalidConfig}},
+		{"owner not UTF-8", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.Lock("k").WithOwner("\xff") }, []error{ashlock.ErrInvalidConfig}},
+		{"every problem at once", func(c *ashlock.LockClient) *ashlock.LockBuilder {
+			return c.Lock("").WithTTL(-1).WithWatchdogInterval(-1)
+		}, []error{ashlock.ErrInvalidKey, ashlock.ErrInvalidTTL, ashlock.ErrInvalidConfig}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newClient(t, ashlock.LockConfig{}, nil)
+			ctx := testCtx(t)
+			for _, call := range []struct {
+				name string
+				fn   func() error
+			}{
+				{"Acquire", func() error { _, err := tt.build(c).Acquire(ctx); return err }},
+				{"TryAcquire", func() error { _, err := tt.build(c).TryAcquire(ctx); return err }},
+				{"Do", func() error {
+					ran := false
+					err := tt.build(c).Do(ctx, func(context.Context, uint64) error { ran = true; return nil })
+					if ran {
+						t.Errorf("Do ran fn despite bad input")
+					}
+					return err
+				}},
+			} {
+				err := call.fn()
+				for _, want := range tt.want {
+					if !errors.Is(err, want) {
+						t.Errorf("%s: err = %v, want errors.Is %v", call.name, err, want)
+					}
+				}
+			}
+			info, err := c.Inspect(ctx, "k")
+			if err != nil || info.Held || len(info.Waiters) != 0 {
+				t.Errorf("after refused calls Inspect(k) = %+v, %v; want free", info, err)
+			}
+		})
+	}
+}
+
+func TestBadConfigIsRefused(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  ashlock.LockConfig
+		want error
+	}{
+		{"negative DefaultTTL", ashlock.LockConfig{DefaultTTL: -time.Second}, ashlock.ErrInvalidTTL},
+		{"negative interval", ashlock.LockConfig{WatchdogInterval: -time.Second}, ashlock.ErrInvalidConfig},
+		{"interval not below DefaultTTL", ashlock.LockConfig{DefaultTTL: time.Second, WatchdogInterval: time.Second}, ashlock.ErrInvalidConfig},
+		{"interval not below the 30s default", ashlock.LockConfig{WatchdogInterval: 30 * time.Second}, ashlock.ErrInvalidConfig},
+		{"unknown scheme", ashlock.LockConfig{ClusterSeed: "redis://localhost:6379"}, ashlock.ErrInvalidConfig},
+		{"no scheme", ashlock.LockConfig{ClusterSeed: "localhost:2379"}, ashlock.ErrInvalidConfig},
+		{"etcd without hosts", ashlock.LockConfig{ClusterSeed: "etcd:///prefix/"}, ashlock.ErrInvalidConfig},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ashlock.Connect(testCtx(t), tt.cfg)
+			if !errors.Is(err, tt.want) || c != nil {
+				t.Fatalf("Connect = %v, %v; want nil, %v", c, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestGuardMisuseAfterUnlockAndClose(t *testing.T) {
+	ctx := testCtx(t)
+	c, err := ashlock.Connect(ctx, ashlock.LockConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := c.Lock("k").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Unlock(ctx); err != nil {
+		t.Fatalf("first Unlock: %v", err)
+	}
+	if err := g.Unlock(ctx); err != nil {
+		t.Errorf("second Unlock = %v, want nil (idempotent)", err)
+	}
+	if tok, err := g.FencingToken(); !errors.Is(err, ashlock.ErrUnlocked) || tok != 0 {
+		t.Errorf("FencingToken after Unlock = %d, %v; want 0, ErrUnlocked", tok, err)
+	}
+	if !errors.Is(g.Err(), ashlock.ErrUnlocked) {
+		t.Errorf("Err after Unlock = %v, want ErrUnlocked", g.Err())
+	}
+
+	held, err := c.Lock("held").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if !errors.Is(held.Err(), ashlock.ErrUnlocked) {
+		t.Errorf("guard held across Close: Err = %v, want ErrUnlocked", held.Err())
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Errorf("second Close = %v, want nil", err)
+	}
+	for name, call := range map[string]func() error{
+		"Acquire":    func() error { _, err := c.Lock("k").Acquire(ctx); return err },
+		"TryAcquire": func() error { _, err := c.Lock("k").TryAcquire(ctx); return err },
+		"Do": func() error {
+			return c.Lock("k").Do(ctx, func(context.Context, uint64) error { return nil })
+		},
+		"Inspect": func() error { _, err := c.Inspect(ctx, "k"); return err },
+	} {
+		if err := call(); !errors.Is(err, ashlock.ErrClosed) {
+			t.Errorf("%s after Close = %v, want ErrClosed", name, err)
+		}
+	}
+	if err := held.Unlock(ctx); err != nil {
+		t.Errorf("Unlock of a guard Close released = %v, want nil", err)
+	}
+}

@@ -1,0 +1,274 @@
+package ashlock
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// maxOwnerLen bounds owner labels, which are stored with every claim.
+const maxOwnerLen = 256
+
+// A LockBuilder describes a lock on one key; Acquire, TryAcquire and Do
+// take it. Setters never fail and return a new builder, leaving the
+// receiver unchanged, so a builder can be kept and reused (for example one
+// per key, built once). Every problem with the key or the options is
+// reported, all at once, by the call that takes the lock.
+//
+// A LockBuilder is safe for concurrent use: nothing mutates it.
+type LockBuilder struct {
+	client      *LockClient
+	key         string
+	owner       string
+	ttl         time.Duration
+	interval    time.Duration
+	ttlSet      bool
+	intervalSet bool
+	fair        bool
+}
+
+// WithTTL sets the lease TTL: how long the lock survives its holder's
+// process dying without a release. d <= 0 makes the acquisition fail with
+// ErrInvalidTTL. Backends may round it up (etcd: whole seconds).
+func (b *LockBuilder) WithTTL(d time.Duration) *LockBuilder {
+	nb := *b
+	nb.ttl, nb.ttlSet = d, true
+	return &nb
+}
+
+// WithFairness chooses between strict FIFO waiting (true, the default) and
+// not queueing (false): a non-fair acquisition takes no place in line and
+// gets the key only once no fair acquisition is queued. It leaves nothing
+// in the backend while it waits, but can wait indefinitely under steady
+// fair contention. Both kinds exclude each other.
+func (b *LockBuilder) WithFairness(fair bool) *LockBuilder {
+	nb := *b
+	nb.fair = fair
+	return &nb
+}
+
+// WithWatchdogInterval sets how often the lease is renewed; it must be
+// shorter than the TTL (else ErrInvalidConfig). By default it is a third
+// of the TTL.
+func (b *LockBuilder) WithWatchdogInterval(d time.Duration) *LockBuilder {
+	nb := *b
+	nb.interval, nb.intervalSet = d, true
+	return &nb
+}
+
+// WithOwner sets the label Inspect shows for this holder (default
+// "host:pid"). At most 256 bytes of valid UTF-8.
+func (b *LockBuilder) WithOwner(label string) *LockBuilder {
+	nb := *b
+	nb.owner = label
+	return &nb
+}
+
+// settings validates the builder and returns the effective TTL and
+// renewal interval, or every problem found.
+func (b *LockBuilder) settings() (ttl, interval time.Duration, err error) {
+	var errs []error
+	if err := validateKey(b.key); err != nil {
+		errs = append(errs, err)
+	}
+	ttl = cmp.Or(b.client.cfg.DefaultTTL, defaultTTL)
+	if b.ttlSet {
+		ttl = b.ttl
+		if ttl <= 0 {
+			errs = append(errs, fmt.Errorf("%w: %v", ErrInvalidTTL, ttl))
+		}
+	}
+	interval = b.client.cfg.WatchdogInterval
+	if b.intervalSet {
+		interval = b.interval
+		if interval <= 0 {
+			errs = append(errs, fmt.Errorf("%w: watchdog interval %v is not positive", ErrInvalidConfig, interval))
+		}
+	}
+	switch {
+	case interval == 0 && !b.intervalSet:
+		interval = ttl / 3
+	case interval >= ttl && ttl > 0:
+		errs = append(errs, fmt.Errorf("%w: watchdog interval %v is not below the TTL %v", ErrInvalidConfig, interval, ttl))
+	}
+	if len(b.owner) > maxOwnerLen || !utf8.ValidString(b.owner) {
+		errs = append(errs, fmt.Errorf("%w: owner label must be at most %d bytes of UTF-8", ErrInvalidConfig, maxOwnerLen))
+	}
+	return ttl, interval, errors.Join(errs...)
+}
+
+// Acquire takes the lock, waiting as long as ctx allows. It waits without
+// polling: the backend wakes it when its turn comes (fair: in the order the
+// requests arrived; see WithFairness).
+//
+// On success the returned Guard holds the lock until Unlock, Close or the
+// loss of its lease. On failure nothing is held and nothing is left queued
+// in the backend. Errors: ErrInvalidKey, ErrInvalidTTL, ErrInvalidConfig
+// (all problems at once), ErrClosed, ErrUnavailable, ErrLeaseExpired, or -
+// when ctx ends while waiting - an error for which errors.Is(err, ctx.Err())
+// holds and which is not ErrLocked.
+func (b *LockBuilder) Acquire(ctx context.Context) (*Guard, error) {
+	return b.acquire(ctx, true)
+}
+
+// TryAcquire takes the lock if it is free now and fails with ErrLocked
+// otherwise, leaving nothing behind. It blocks for about one backend round
+// trip. Other errors are those of Acquire.
+func (b *LockBuilder) TryAcquire(ctx context.Context) (*Guard, error) {
+	return b.acquire(ctx, false)
+}
+
+// Do acquires the lock, runs fn while holding it, and unlocks when fn
+// returns (or panics). fn receives the fencing token and a context derived
+// from ctx that is cancelled the moment the guard is poisoned, with
+// context.Cause returning ErrLeaseExpired (ErrUnlocked if the client is
+// closed meanwhile); fn must stop writing when it is.
+//
+// Do returns the acquisition's error, else fn's error. If fn returns nil
+// but the guard was poisoned before fn returned, Do returns an error
+// wrapping ErrLeaseExpired: fn's work may not have been protected to the
+// end. A failed release is retried in the background and logged; it does
+// not change Do's result.
+func (b *LockBuilder) Do(ctx context.Context, fn func(ctx context.Context, token uint64) error) error {
+	g, err := b.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer g.Unlock(context.WithoutCancel(ctx)) //nolint:errcheck // logged and retried by release
+
+	token, err := g.FencingToken()
+	if err != nil {
+		return err
+	}
+	fnCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := g.setOnEnd(cancel)
+	ferr := fn(fnCtx, token)
+	stop()
+	if ferr != nil {
+		return ferr
+	}
+	if err := g.Err(); errors.Is(err, ErrLeaseExpired) {
+		return err
+	}
+	return nil
+}
+
+func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*Guard, error) {
+	c := b.client
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	ttl, interval, err := b.settings()
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	// A lease can be lost between being picked from the pool and the claim
+	// being written (revoked, expired during a partition). Each retry uses a
+	// lease the watchdog has just confirmed or a fresh one, so a client
+	// recovers by itself; the bound stops a store that keeps dropping leases
+	// from looping forever.
+	for attempt := 1; ; attempt++ {
+		g, err := c.acquireOnce(ctx, b, leaseKey{ttl, interval}, wait)
+		if err == nil {
+			c.metrics.acquired(start, wait)
+			return g, nil
+		}
+		if errors.Is(err, ErrLeaseExpired) && attempt < 3 && ctx.Err() == nil && !c.closed.Load() {
+			continue
+		}
+		c.metrics.failed(start, wait, err)
+		return nil, err
+	}
+}
+
+func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseKey, wait bool) (*Guard, error) {
+	g := &Guard{client: c, key: b.key}
+	l, err := c.wd.join(ctx, key, g)
+	if err != nil {
+		return nil, withCtx(ctx, err)
+	}
+	g.lease = l
+
+	req := backend.AcquireRequest{
+		Key:    b.key,
+		ID:     uuid.NewString(),
+		Lease:  l.id,
+		Owner:  cmp.Or(b.owner, c.owner),
+		Wait:   wait,
+		Fair:   b.fair,
+		Stamp:  c.stampFn,
+		OnLost: g.lost,
+	}
+	actx := ctx
+	if wait {
+		// While waiting, the guard is registered with its lease: if the lease
+		// is poisoned or the client closes, end the wait now instead of when
+		// the caller's context ends.
+		var cancel context.CancelCauseFunc
+		actx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		stop := g.setOnEnd(cancel)
+		defer stop()
+	}
+	claim, err := c.be.Acquire(actx, req)
+	if err != nil {
+		c.wd.leave(l, g)
+		g.end(ErrUnlocked)
+		return nil, c.acquireError(ctx, l, err)
+	}
+
+	g.mu.Lock()
+	g.claim, g.hasStamp, g.acquired = claim, req.Stamp != nil, time.Now()
+	ended := g.err
+	g.mu.Unlock()
+	if ended != nil || !c.wd.trusted(l) {
+		// The lease was lost (or the client closed) while the backend was
+		// granting the claim. Take the claim back and report the loss.
+		_ = c.release(ctx, g)
+		if c.closed.Load() {
+			return nil, ErrClosed
+		}
+		return nil, fmt.Errorf("%w: lease lost while acquiring %q", ErrLeaseExpired, b.key)
+	}
+	c.metrics.held(1)
+	return g, nil
+}
+
+// acquireError turns a failed backend Acquire into the caller's error.
+func (c *LockClient) acquireError(ctx context.Context, l *lease, err error) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	if ctx.Err() == nil && errors.Is(err, context.Canceled) {
+		// Our own wait context was cancelled: the lease was poisoned.
+		return fmt.Errorf("%w: lease lost while waiting", ErrLeaseExpired)
+	}
+	if errors.Is(err, ErrLeaseExpired) {
+		// The backend no longer knows the lease or dropped the claim. Make
+		// sure the pool stops handing the lease out if it is really gone.
+		c.checkLease(l)
+	}
+	return withCtx(ctx, err)
+}
+
+// checkLease asks the backend whether l still exists and poisons it at
+// once if not, so that the next attempt gets a fresh lease.
+func (c *LockClient) checkLease(l *lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	if _, err := c.be.KeepAlive(ctx, l.id); errors.Is(err, ErrLeaseExpired) {
+		c.wd.loseLease(l, err)
+	}
+}

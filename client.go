@@ -1,0 +1,221 @@
+package ashlock
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ash-lock/ashlock/backend"
+	"github.com/ash-lock/ashlock/internal/hlc"
+)
+
+// cleanupTimeout bounds every call the client makes on its own behalf
+// (releases after a dead caller context, revokes, cancelled-wait cleanup),
+// so cleanup never hangs on a context that has already ended.
+const cleanupTimeout = 5 * time.Second
+
+// A LockClient hands out locks on one backend. Create it with Connect or
+// ConnectWith and Close it when done. All methods are safe for concurrent
+// use; one client per process is the usual shape, and it serves any number
+// of keys and guards at the cost of one watchdog goroutine.
+type LockClient struct {
+	cfg             LockConfig
+	be              backend.Backend
+	closeBE         func() error // non-nil when Connect created the backend
+	log             *slog.Logger
+	metrics         *metrics
+	wd              *watchdog
+	clock           *hlc.Clock // nil unless cfg.Stamps
+	stampFn         func(backend.Timestamp) (backend.Timestamp, error)
+	owner           string
+	closed          atomic.Bool
+	closeOnce       sync.Once
+	closeErr        error
+	releasesMu      sync.Mutex
+	releasesRun     bool // a retrier goroutine is running
+	releasesStopped bool // set by Close
+	releases        []pendingRelease
+}
+
+// Connect creates a client for the backend named by cfg.ClusterSeed: "" or
+// "memory://" for the in-process backend, "etcd://h1:2379,h2:2379/prefix/"
+// for etcd. It blocks until the backend is reachable or ctx ends.
+//
+// Close closes the backend that Connect created. Errors: ErrInvalidConfig,
+// ErrInvalidTTL, ErrUnavailable, or ctx's error joined with the cause.
+func Connect(ctx context.Context, cfg LockConfig) (*LockClient, error) {
+	if err := validateConfig(cfg); err != nil {
+		return nil, err
+	}
+	be, closeBE, err := openSeed(ctx, cfg.ClusterSeed)
+	if err != nil {
+		return nil, err
+	}
+	c, err := newClient(cfg, be)
+	if err != nil {
+		_ = closeBE()
+		return nil, err
+	}
+	c.closeBE = closeBE
+	return c, nil
+}
+
+// ConnectWith creates a client on a backend the caller made (and owns: Close
+// leaves it open). cfg.ClusterSeed is ignored. It does not block.
+func ConnectWith(ctx context.Context, cfg LockConfig, b backend.Backend) (*LockClient, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: nil backend", ErrInvalidConfig)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := validateConfig(cfg); err != nil {
+		return nil, err
+	}
+	return newClient(cfg, b)
+}
+
+func validateConfig(cfg LockConfig) error {
+	var errs []error
+	if cfg.DefaultTTL < 0 {
+		errs = append(errs, fmt.Errorf("%w: DefaultTTL %v", ErrInvalidTTL, cfg.DefaultTTL))
+	}
+	ttl := cmp.Or(cfg.DefaultTTL, defaultTTL)
+	switch {
+	case cfg.WatchdogInterval < 0:
+		errs = append(errs, fmt.Errorf("%w: WatchdogInterval %v is negative", ErrInvalidConfig, cfg.WatchdogInterval))
+	case cfg.WatchdogInterval >= ttl && ttl > 0:
+		errs = append(errs, fmt.Errorf("%w: WatchdogInterval %v is not below DefaultTTL %v", ErrInvalidConfig, cfg.WatchdogInterval, ttl))
+	}
+	return errors.Join(errs...)
+}
+
+func newClient(cfg LockConfig, be backend.Backend) (*LockClient, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	m, err := newMetrics(cfg.MeterProvider)
+	if err != nil {
+		return nil, err
+	}
+	c := &LockClient{cfg: cfg, be: be, log: log, metrics: m, owner: defaultOwner()}
+	if cfg.Stamps {
+		c.clock = hlc.New(nil, 0)
+		c.stampFn = c.stamp
+	}
+	c.wd = newWatchdog(be, log, m)
+	return c, nil
+}
+
+// stamp gives an acquisition a stamp above prev, the highest stamp of the
+// key's earlier holders, without merging a stamp too far ahead of our clock.
+func (c *LockClient) stamp(prev backend.Timestamp) (backend.Timestamp, error) {
+	if err := c.clock.Update(prev); err != nil {
+		return backend.Timestamp{}, err
+	}
+	return c.clock.Now(), nil
+}
+
+func defaultOwner() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	return fmt.Sprintf("%s:%d", host, os.Getpid())
+}
+
+// Lock returns a builder for a lock on key. It never fails: the key and
+// options are checked by Acquire, TryAcquire and Do.
+func (c *LockClient) Lock(key string) *LockBuilder {
+	return &LockBuilder{client: c, key: key, fair: true}
+}
+
+// Inspect reports who holds key, with what token and since when, and the
+// fair waiters queued behind it. A free key gives Held == false and a nil
+// error. It blocks for one backend round trip.
+func (c *LockClient) Inspect(ctx context.Context, key string) (LockInfo, error) {
+	if c.closed.Load() {
+		return LockInfo{}, ErrClosed
+	}
+	if err := validateKey(key); err != nil {
+		return LockInfo{}, err
+	}
+	info, err := c.be.Inspect(ctx, key)
+	if err != nil {
+		return LockInfo{}, withCtx(ctx, err)
+	}
+	return info, nil
+}
+
+// Close releases every guard still held (their Err becomes ErrUnlocked and
+// their claims are removed by revoking the client's leases), fails waiting
+// acquisitions with ErrClosed, stops the watchdog, and closes the backend if
+// Connect created it. It blocks until that is done or ctx ends; the client's
+// goroutines are gone when it returns. A second Close returns nil; every
+// other method returns ErrClosed afterwards.
+func (c *LockClient) Close(ctx context.Context) error {
+	first := false
+	c.closeOnce.Do(func() {
+		first = true
+		c.closed.Store(true)
+		c.closeErr = c.shutdown(ctx)
+	})
+	if !first {
+		return nil
+	}
+	return c.closeErr
+}
+
+func (c *LockClient) shutdown(ctx context.Context) error {
+	var errs []error
+	leases := c.wd.close()
+	for l, guards := range leases {
+		for _, g := range guards {
+			if g.end(ErrUnlocked) && g.acquiredToken() != 0 {
+				c.metrics.held(-1)
+			}
+		}
+		select {
+		case <-l.ready:
+		default:
+			continue // grant in flight: grant revokes it itself on seeing closed
+		}
+		if l.grantErr != nil {
+			continue
+		}
+		// One revoke removes every claim on the lease, however many guards
+		// shared it.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		if err := c.be.Revoke(rctx, l.id); err != nil {
+			errs = append(errs, fmt.Errorf("ashlock: revoking lease on close: %w", err))
+		}
+		cancel()
+	}
+	c.stopReleases()
+	c.wd.wg.Wait()
+	if c.closeBE != nil {
+		if err := c.closeBE(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return withCtx(ctx, errors.Join(errs...))
+}
+
+// withCtx joins err with ctx's error when ctx has ended, so that callers
+// can test for both the sentinel and the cancellation.
+func withCtx(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return errors.Join(err, cerr)
+	}
+	return err
+}

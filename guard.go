@@ -1,0 +1,199 @@
+package ashlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// A Guard is a held lock. It stays valid until Unlock, Close, or the moment
+// its lease can no longer be trusted; after that it is ended for good and
+// FencingToken refuses to hand out its token.
+//
+// All methods are safe for concurrent use.
+type Guard struct {
+	client   *LockClient
+	key      string
+	lease    *lease
+	hasStamp bool
+	acquired time.Time // local clock, for the hold-time metric
+
+	mu    sync.Mutex
+	claim backend.Claim // set under mu once acquired; read-only after Acquire returns
+	err   error         // nil while valid
+	done  chan struct{} // made on first Done call, closed by end
+	onEnd func(error)   // cancel hook of a wait or of Do, run once by end
+}
+
+// closedChan is returned by Done for guards that ended before anyone asked.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Key returns the key the guard holds (or held).
+func (g *Guard) Key() string { return g.key }
+
+// FencingToken returns the guard's fencing token: strictly greater than
+// the token of every earlier holder of the key. Attach it to every write to
+// the protected resource, which must reject tokens lower than the highest
+// it has seen (see package fencing).
+//
+// Once the guard is poisoned it returns ErrLeaseExpired, and after Unlock
+// or Close ErrUnlocked, so a holder that lost its lease cannot authorise
+// further writes. The check includes the local deadline itself, so it holds
+// even in the instant before the watchdog has run.
+func (g *Guard) FencingToken() (uint64, error) {
+	c, err := g.Claim()
+	return c.Token, err
+}
+
+// Stamp returns the hybrid-logical-clock stamp of the acquisition. The
+// boolean is false when LockConfig.Stamps is off.
+func (g *Guard) Stamp() (Timestamp, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.claim.Stamp, g.hasStamp
+}
+
+// Deadline returns the end of the guard's local validity as it stands now:
+// the watchdog moves it forward with every acknowledged renewal. After the
+// guard has ended it returns the time it ended at the latest.
+func (g *Guard) Deadline() time.Time {
+	return g.client.wd.at(g.lease.deadline.Load())
+}
+
+// Claim returns the backend's record of the claim, for backend-specific
+// helpers such as the etcd backend's IsOwner comparison. It fails like
+// FencingToken once the guard has ended.
+func (g *Guard) Claim() (backend.Claim, error) {
+	g.mu.Lock()
+	c, err := g.claim, g.err
+	g.mu.Unlock()
+	if err == nil && !g.client.wd.trusted(g.lease) {
+		// The deadline has passed but the scheduler has not run yet. Refuse
+		// now; the scheduler will end the guard in a moment.
+		err = ErrLeaseExpired
+	}
+	if err != nil {
+		return backend.Claim{}, err
+	}
+	return c, nil
+}
+
+// Done returns a channel that is closed when the guard stops being valid:
+// poisoned (Err returns ErrLeaseExpired) or released (ErrUnlocked).
+func (g *Guard) Done() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.done == nil {
+		if g.err != nil {
+			return closedChan
+		}
+		// Made lazily: most guards are never asked, and a channel is the
+		// biggest part of a guard's footprint.
+		g.done = make(chan struct{})
+	}
+	return g.done
+}
+
+// Err returns nil while the guard is valid, and ErrLeaseExpired or
+// ErrUnlocked (possibly wrapped with detail) once it has ended.
+func (g *Guard) Err() error {
+	_, err := g.Claim()
+	return err
+}
+
+// end ends the guard with err unless it has already ended. It reports
+// whether this call ended it.
+func (g *Guard) end(err error) bool {
+	g.mu.Lock()
+	if g.err != nil {
+		g.mu.Unlock()
+		return false
+	}
+	g.err = err
+	if g.done != nil {
+		close(g.done)
+	}
+	hook := g.onEnd
+	g.onEnd = nil
+	token := g.claim.Token
+	g.mu.Unlock()
+	if hook != nil {
+		hook(err)
+	}
+	if token != 0 && !errors.Is(err, ErrUnlocked) {
+		// A held guard lost its lease; waiting acquisitions (token 0) are
+		// reported by Acquire instead.
+		g.client.log.Warn("ashlock: guard poisoned", "key", g.key, "token", token, "cause", err)
+		g.client.metrics.held(-1)
+	}
+	return true
+}
+
+// setOnEnd arranges for f to run once, with the cause, when the guard ends
+// (at once if it already has). It returns a function that cancels the
+// arrangement.
+func (g *Guard) setOnEnd(f func(error)) (stop func()) {
+	g.mu.Lock()
+	if err := g.err; err != nil {
+		g.mu.Unlock()
+		f(err)
+		return func() {}
+	}
+	g.onEnd = f
+	g.mu.Unlock()
+	return func() {
+		g.mu.Lock()
+		g.onEnd = nil
+		g.mu.Unlock()
+	}
+}
+
+// lost is the backend's OnLost callback: the store no longer has the claim.
+func (g *Guard) lost(cause error) {
+	if g.end(fmt.Errorf("%w: %w", ErrLeaseExpired, cause)) {
+		g.client.wd.leave(g.lease, g)
+	}
+}
+
+// Unlock releases the lock. It blocks for at most one backend round trip,
+// bounded by ctx and by a timeout of its own: a dead or cancelled ctx does
+// not stop the release from being attempted.
+//
+// The release removes the guard's own claim only, compared by identity, so
+// a late or retried Unlock never removes a later holder's claim. If the
+// store cannot be reached, Unlock returns an error wrapping ErrUnavailable
+// and the client keeps retrying the release in the background until it
+// succeeds or the lease is gone, so the claim does not block the key while
+// other guards keep the shared lease alive.
+//
+// Unlock is idempotent: after the first call it returns nil. Unlocking a
+// guard that was poisoned still removes its claim if the store has it, and
+// returns an error wrapping ErrLeaseExpired so the caller learns that the
+// critical section was not protected to the end.
+func (g *Guard) Unlock(ctx context.Context) error {
+	if !g.end(ErrUnlocked) {
+		err := g.Err()
+		if errors.Is(err, ErrUnlocked) {
+			return nil
+		}
+		// Poisoned: the claim may outlive the local deadline on the store.
+		g.client.release(ctx, g)
+		return err
+	}
+	g.client.metrics.held(-1)
+	g.client.metrics.holdTime(time.Since(g.acquired))
+	return g.client.release(ctx, g)
+}
+
+// acquiredClaim returns the claim once acquired (Token 0 before that).
+func (g *Guard) acquiredClaim() backend.Claim {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.claim
+}
+
+func (g *Guard) acquiredToken() uint64 { return g.acquiredClaim().Token }

@@ -1,0 +1,110 @@
+package ashlock
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// metrics holds the client's OpenTelemetry instruments. Keys never appear
+// in attributes: a service may lock millions of distinct keys, and each
+// attribute value is a separate time series.
+type metrics struct {
+	acquireDur metric.Float64Histogram
+	waitDur    metric.Float64Histogram
+	holdDur    metric.Float64Histogram
+	heldLocks  metric.Int64UpDownCounter
+	renewals   metric.Int64Counter
+	leasesLost metric.Int64Counter
+	marginHist metric.Float64Histogram
+}
+
+// Attribute sets, built once: recording with a prebuilt set does not
+// allocate.
+var (
+	attrAcquired  = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "acquired")))
+	attrLocked    = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "locked")))
+	attrCancelled = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "cancelled")))
+	attrExpired   = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "lease_expired")))
+	attrError     = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "error")))
+	attrOK        = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "ok")))
+)
+
+func newMetrics(mp metric.MeterProvider) (*metrics, error) {
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	m := mp.Meter("github.com/ash-lock/ashlock")
+	var errs []error
+	hist := func(name, desc string) metric.Float64Histogram {
+		h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return h
+	}
+	out := &metrics{
+		acquireDur: hist("ashlock.acquire.duration", "Time from Acquire or TryAcquire to its outcome."),
+		waitDur:    hist("ashlock.wait.duration", "Time a successful Acquire spent waiting for the key."),
+		holdDur:    hist("ashlock.hold.duration", "Time from acquisition to Unlock."),
+		marginHist: hist("ashlock.renew.margin", "Time left on a lease's local deadline when a renewal was confirmed."),
+	}
+	var err error
+	out.heldLocks, err = m.Int64UpDownCounter("ashlock.held", metric.WithUnit("{lock}"), metric.WithDescription("Guards currently held."))
+	errs = append(errs, err)
+	out.renewals, err = m.Int64Counter("ashlock.renewals", metric.WithUnit("{renewal}"), metric.WithDescription("Lease renewals, by outcome."))
+	errs = append(errs, err)
+	out.leasesLost, err = m.Int64Counter("ashlock.leases.lost", metric.WithUnit("{lease}"), metric.WithDescription("Leases poisoned because they could no longer be trusted."))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, errors.Join(ErrInvalidConfig, err)
+	}
+	return out, nil
+}
+
+func (m *metrics) acquired(start time.Time, wait bool) {
+	d := time.Since(start).Seconds()
+	m.acquireDur.Record(context.Background(), d, attrAcquired)
+	if wait {
+		m.waitDur.Record(context.Background(), d)
+	}
+}
+
+func (m *metrics) failed(start time.Time, _ bool, err error) {
+	opt := attrError
+	switch {
+	case errors.Is(err, ErrLocked):
+		opt = attrLocked
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		opt = attrCancelled
+	case errors.Is(err, ErrLeaseExpired):
+		opt = attrExpired
+	}
+	m.acquireDur.Record(context.Background(), time.Since(start).Seconds(), opt)
+}
+
+func (m *metrics) held(delta int64) { m.heldLocks.Add(context.Background(), delta) }
+
+func (m *metrics) holdTime(d time.Duration) {
+	m.holdDur.Record(context.Background(), d.Seconds())
+}
+
+func (m *metrics) renewal(err error) {
+	opt := attrOK
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrLeaseExpired):
+		opt = attrExpired
+	default:
+		opt = attrError
+	}
+	m.renewals.Add(context.Background(), 1, opt)
+}
+
+func (m *metrics) renewMargin(d time.Duration) {
+	m.marginHist.Record(context.Background(), d.Seconds())
+}
+
+func (m *metrics) leaseLost() { m.leasesLost.Add(context.Background(), 1) }

@@ -1,0 +1,121 @@
+package ashlock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// pendingRelease is a release that could not reach the backend.
+type pendingRelease struct {
+	lease *lease
+	claim backend.Claim
+}
+
+// release removes g's claim and unregisters g from its lease. The backend
+// call runs on a context of its own, bounded by cleanupTimeout and by ctx's
+// deadline, but not cancelled with ctx: a caller that unlocks from a
+// deferred call after its context ended still releases the key.
+//
+// If the call fails, the claim is handed to the background retrier and the
+// error (wrapping ErrUnavailable) returned.
+func (c *LockClient) release(ctx context.Context, g *Guard) error {
+	claim := g.acquiredClaim()
+	defer c.wd.leave(g.lease, g)
+	if claim.Token == 0 {
+		return nil
+	}
+	timeout := cleanupTimeout
+	if dl, ok := ctx.Deadline(); ok && ctx.Err() == nil {
+		timeout = min(timeout, time.Until(dl))
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	err := c.be.Release(rctx, claim)
+	cancel()
+	if err == nil {
+		return nil
+	}
+	c.log.Warn("ashlock: release failed; retrying in the background", "key", claim.Key, "token", claim.Token, "err", err)
+	c.queueRelease(pendingRelease{lease: g.lease, claim: claim})
+	return withCtx(ctx, fmt.Errorf("%w: release of %q: %w", ErrUnavailable, claim.Key, err))
+}
+
+// queueRelease keeps retrying a failed release until it succeeds, the lease
+// is gone (so the claim is too), or the client closes (Close revokes the
+// leases, which removes the claim). It runs one retrier goroutine at most.
+func (c *LockClient) queueRelease(p pendingRelease) {
+	c.releasesMu.Lock()
+	defer c.releasesMu.Unlock()
+	if c.releasesStopped {
+		return // Close has revoked the lease, which removes the claim
+	}
+	c.releases = append(c.releases, p)
+	if !c.releasesRun {
+		c.releasesRun = true
+		c.wd.wg.Add(1)
+		go c.retryReleases()
+	}
+}
+
+func (c *LockClient) retryReleases() {
+	defer c.wd.wg.Done()
+	backoff := 100 * time.Millisecond
+	timer := time.NewTimer(backoff)
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+		case <-c.wd.stop:
+			return
+		}
+		c.releasesMu.Lock()
+		batch := c.releases
+		c.releases = nil
+		c.releasesMu.Unlock()
+
+		var failed []pendingRelease
+		for _, p := range batch {
+			if c.leaseGone(p.lease) {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+			err := c.be.Release(ctx, p.claim)
+			cancel()
+			if err != nil {
+				failed = append(failed, p)
+			}
+		}
+
+		c.releasesMu.Lock()
+		c.releases = append(c.releases, failed...)
+		if len(c.releases) == 0 {
+			c.releasesRun = false
+			c.releasesMu.Unlock()
+			return
+		}
+		c.releasesMu.Unlock()
+		backoff = min(2*backoff, 5*time.Second)
+		timer.Reset(backoff)
+	}
+}
+
+// leaseGone reports whether l has left the pool (lost, revoked or closed):
+// its claims are gone or going with it.
+func (c *LockClient) leaseGone(l *lease) bool {
+	c.wd.mu.Lock()
+	defer c.wd.mu.Unlock()
+	return l.lost
+}
+
+// stopReleases drops whatever is still pending and refuses new entries;
+// Close has revoked the leases those claims were bound to. It must run
+// before Close waits for the client's goroutines, so that no retrier can
+// start after the wait.
+func (c *LockClient) stopReleases() {
+	c.releasesMu.Lock()
+	c.releasesStopped = true
+	c.releases = nil
+	c.releasesMu.Unlock()
+}

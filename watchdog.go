@@ -1,0 +1,371 @@
+package ashlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// The watchdog owns a client's leases: it grants them on demand, renews
+// each from one scheduler goroutine, and poisons every guard of a lease the
+// instant the lease can no longer be trusted.
+//
+// The rule (guarantee 3): a lease is trusted until
+//
+//	send time of the last acknowledged renewal + granted TTL - margin
+//
+// measured on the monotonic clock. The scheduler keeps a timer on that
+// deadline that does not depend on any renewal returning, so a renewal call
+// that hangs (partition, frozen store) cannot keep a guard alive.
+type watchdog struct {
+	be      backend.Backend
+	log     *slog.Logger
+	metrics *metrics
+	epoch   time.Time // monotonic origin for lease.deadline
+
+	mu struct {
+		sync.Mutex
+		pool   map[leaseKey]*lease
+		closed bool
+	}
+	wake chan struct{} // buffered(1): nudges the scheduler to recompute
+	stop chan struct{} // closed by close
+	wg   sync.WaitGroup
+}
+
+func newWatchdog(be backend.Backend, log *slog.Logger, m *metrics) *watchdog {
+	wd := &watchdog{
+		be:      be,
+		log:     log,
+		metrics: m,
+		epoch:   time.Now(),
+		wake:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+	}
+	wd.mu.pool = make(map[leaseKey]*lease)
+	wd.wg.Add(1)
+	go wd.run()
+	return wd
+}
+
+// now returns the monotonic time since the epoch, the unit of lease.deadline.
+func (wd *watchdog) now() int64 { return int64(time.Since(wd.epoch)) }
+
+// at converts a lease.deadline value back to a time.Time.
+func (wd *watchdog) at(ns int64) time.Time { return wd.epoch.Add(time.Duration(ns)) }
+
+func (wd *watchdog) nudge() {
+	select {
+	case wd.wake <- struct{}{}:
+	default:
+	}
+}
+
+// trusted reports whether l's local deadline is still ahead. Safe without
+// the lock: FencingToken calls it on every use.
+func (wd *watchdog) trusted(l *lease) bool { return wd.now() < l.deadline.Load() }
+
+// join registers g with a granted lease for key, granting one if the pool
+// has none. It blocks for at most one Grant. On failure g is not registered.
+func (wd *watchdog) join(ctx context.Context, key leaseKey, g *Guard) (*lease, error) {
+	for {
+		wd.mu.Lock()
+		if wd.mu.closed {
+			wd.mu.Unlock()
+			return nil, ErrClosed
+		}
+		l := wd.mu.pool[key]
+		creator := l == nil
+		if creator {
+			l = &lease{key: key, ready: make(chan struct{}), guards: make(map[*Guard]struct{})}
+			wd.mu.pool[key] = l
+		}
+		wd.mu.Unlock()
+
+		if creator {
+			wd.grant(ctx, l)
+		} else {
+			select {
+			case <-l.ready:
+			case <-ctx.Done():
+				return nil, errors.Join(ErrUnavailable, ctx.Err())
+			}
+		}
+		if l.grantErr != nil {
+			if creator {
+				return nil, l.grantErr
+			}
+			// Someone else's grant failed, perhaps on their own context.
+			// Try again; this caller may become the creator.
+			continue
+		}
+
+		wd.mu.Lock()
+		if l.lost || wd.mu.closed {
+			// Poisoned between the grant and now; the pool no longer holds it.
+			wd.mu.Unlock()
+			continue
+		}
+		l.guards[g] = struct{}{}
+		l.idleSince = time.Time{}
+		wd.mu.Unlock()
+		return l, nil
+	}
+}
+
+// grant asks the backend for l's lease and publishes the result.
+func (wd *watchdog) grant(ctx context.Context, l *lease) {
+	sent := time.Now()
+	got, err := wd.be.Grant(ctx, l.key.ttl)
+	if err == nil && got.TTL <= 0 {
+		err = fmt.Errorf("%w: backend granted a non-positive TTL %v", ErrUnavailable, got.TTL)
+	}
+	wd.mu.Lock()
+	if err == nil && wd.mu.closed {
+		// Close ran while the grant was in flight and could not revoke a
+		// lease it did not know; do it here, bounded, before reporting.
+		wd.mu.Unlock()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		_ = wd.be.Revoke(rctx, got.ID)
+		cancel()
+		wd.mu.Lock()
+		err = ErrClosed
+	}
+	if err != nil {
+		l.grantErr = err
+		l.lost = true
+		if wd.mu.pool[l.key] == l {
+			delete(wd.mu.pool, l.key)
+		}
+	} else {
+		l.id, l.granted, l.margin = got.ID, got.TTL, margin(got.TTL)
+		l.deadline.Store(int64(sent.Add(got.TTL - l.margin).Sub(wd.epoch)))
+		l.nextRenew = sent.Add(l.key.interval)
+	}
+	close(l.ready)
+	wd.mu.Unlock()
+	wd.nudge()
+}
+
+// leave unregisters g from its lease; an unused lease starts to linger.
+func (wd *watchdog) leave(l *lease, g *Guard) {
+	wd.mu.Lock()
+	if _, ok := l.guards[g]; ok {
+		delete(l.guards, g)
+		if len(l.guards) == 0 {
+			l.idleSince = time.Now()
+			defer wd.nudge()
+		}
+	}
+	wd.mu.Unlock()
+}
+
+// run is the scheduler: one goroutine per client, whatever the number of
+// guards. It sleeps until the earliest renewal, deadline or linger end.
+func (wd *watchdog) run() {
+	defer wd.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		next := wd.tick()
+		if next.IsZero() {
+			timer.Stop()
+		} else {
+			timer.Reset(time.Until(next))
+		}
+		select {
+		case <-timer.C:
+		case <-wd.wake:
+		case <-wd.stop:
+			return
+		}
+	}
+}
+
+// tick handles every lease that is due and returns when it next needs to
+// run (zero: nothing scheduled).
+func (wd *watchdog) tick() time.Time {
+	var expired, idle, renew []*lease
+	var next time.Time
+	earliest := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+
+	wd.mu.Lock()
+	if wd.mu.closed {
+		wd.mu.Unlock()
+		return time.Time{}
+	}
+	now := time.Now()
+	for key, l := range wd.mu.pool {
+		select {
+		case <-l.ready:
+		default:
+			continue // grant in flight; grant nudges when done
+		}
+		deadline := wd.at(l.deadline.Load())
+		switch {
+		case !now.Before(deadline):
+			l.lost = true
+			delete(wd.mu.pool, key)
+			expired = append(expired, l)
+		case len(l.guards) == 0 && !now.Before(l.idleSince.Add(linger(l))):
+			l.lost = true
+			delete(wd.mu.pool, key)
+			idle = append(idle, l)
+		default:
+			if !l.renewing && !now.Before(l.nextRenew) {
+				l.renewing = true
+				renew = append(renew, l)
+			}
+			earliest(deadline)
+			if !l.renewing {
+				earliest(l.nextRenew)
+			}
+			if len(l.guards) == 0 {
+				earliest(l.idleSince.Add(linger(l)))
+			}
+		}
+	}
+	for _, l := range renew {
+		ctx, cancel := context.WithDeadline(context.Background(), wd.at(l.deadline.Load()))
+		l.cancelRenew = cancel
+		wd.wg.Add(1)
+		go wd.renew(ctx, cancel, l)
+	}
+	wd.mu.Unlock()
+
+	for _, l := range expired {
+		wd.poison(l, fmt.Errorf("%w: no renewal acknowledged within the lease's local deadline", ErrLeaseExpired))
+	}
+	for _, l := range idle {
+		wd.revokeAsync(l)
+	}
+	return next
+}
+
+// renew sends one keep-alive for l. Its context ends at l's deadline: past
+// that, the answer no longer matters because the scheduler has already
+// poisoned the lease.
+func (wd *watchdog) renew(ctx context.Context, cancel context.CancelFunc, l *lease) {
+	defer wd.wg.Done()
+	defer cancel()
+	sent := time.Now()
+	ttl, err := wd.be.KeepAlive(ctx, l.id)
+	wd.metrics.renewal(err)
+
+	wd.mu.Lock()
+	l.renewing = false
+	l.cancelRenew = nil
+	now := time.Now()
+	switch {
+	case l.lost:
+		// Poisoned or revoked while the call was in flight: a late success
+		// must not revive it.
+	case err == nil && ttl > 0:
+		// The store counts the new TTL from no earlier than when we sent the
+		// request, so sent + ttl - margin is a safe local deadline.
+		d := int64(sent.Add(ttl - margin(ttl)).Sub(wd.epoch))
+		if d > l.deadline.Load() {
+			l.deadline.Store(d)
+		}
+		l.nextRenew = sent.Add(l.key.interval)
+		wd.metrics.renewMargin(wd.at(l.deadline.Load()).Sub(now))
+	case err == nil || errors.Is(err, backend.ErrLeaseExpired):
+		// The store says the lease is gone: stop trusting it now rather than
+		// at the deadline.
+		l.deadline.Store(wd.now())
+	default:
+		// Transient failure: retry soon; the deadline stands.
+		l.nextRenew = now.Add(max(l.key.interval/4, 10*time.Millisecond))
+		wd.log.Debug("ashlock: lease renewal failed", "lease", int64(l.id), "err", err)
+	}
+	wd.mu.Unlock()
+	wd.nudge()
+}
+
+// poison ends every guard of l with cause and revokes the lease in the
+// background so that its claims stop blocking other clients at once.
+func (wd *watchdog) poison(l *lease, cause error) {
+	wd.mu.Lock()
+	guards := make([]*Guard, 0, len(l.guards))
+	for g := range l.guards {
+		guards = append(guards, g)
+	}
+	clear(l.guards)
+	if c := l.cancelRenew; c != nil {
+		c()
+	}
+	wd.mu.Unlock()
+
+	wd.metrics.leaseLost()
+	for _, g := range guards {
+		g.end(cause)
+	}
+	wd.revokeAsync(l)
+}
+
+// revokeAsync revokes l with a bounded context of its own.
+func (wd *watchdog) revokeAsync(l *lease) {
+	wd.wg.Add(1)
+	go func() {
+		defer wd.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		if err := wd.be.Revoke(ctx, l.id); err != nil {
+			wd.log.Debug("ashlock: lease revoke failed", "lease", int64(l.id), "err", err)
+		}
+	}()
+}
+
+// loseLease is called when something other than the scheduler learns that
+// l is gone (an Acquire failed with ErrLeaseExpired and a check confirmed
+// it). It poisons l at once.
+func (wd *watchdog) loseLease(l *lease, cause error) {
+	wd.mu.Lock()
+	if l.lost {
+		wd.mu.Unlock()
+		return
+	}
+	l.lost = true
+	if wd.mu.pool[l.key] == l {
+		delete(wd.mu.pool, l.key)
+	}
+	wd.mu.Unlock()
+	wd.poison(l, cause)
+}
+
+// close stops the scheduler and returns every lease it held, with the
+// guards still registered on each. Later joins fail with ErrClosed.
+func (wd *watchdog) close() map[*lease][]*Guard {
+	wd.mu.Lock()
+	if wd.mu.closed {
+		wd.mu.Unlock()
+		return nil
+	}
+	wd.mu.closed = true
+	out := make(map[*lease][]*Guard, len(wd.mu.pool))
+	for _, l := range wd.mu.pool {
+		l.lost = true
+		if c := l.cancelRenew; c != nil {
+			c()
+		}
+		gs := make([]*Guard, 0, len(l.guards))
+		for g := range l.guards {
+			gs = append(gs, g)
+		}
+		clear(l.guards)
+		out[l] = gs
+	}
+	clear(wd.mu.pool)
+	wd.mu.Unlock()
+	close(wd.stop)
+	return out
+}

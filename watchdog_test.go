@@ -1,0 +1,251 @@
+package ashlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ash-lock/ashlock"
+	"github.com/ash-lock/ashlock/backend/memory"
+)
+
+// With a 1s TTL the margin is max(100ms, TTL/10) = 100ms and the default
+// renewal interval a third of the TTL.
+const (
+	wdTTL    = time.Second
+	wdMargin = 100 * time.Millisecond
+)
+
+var errInjected = errors.New("injected renewal failure")
+
+// bubbleClient makes a memory backend and a client inside the current
+// synctest bubble, so that their timers run on the bubble's fake clock.
+func bubbleClient(t *testing.T) (*ashlock.LockClient, *memory.Backend) {
+	t.Helper()
+	b := memory.New()
+	c, err := ashlock.ConnectWith(t.Context(), ashlock.LockConfig{DefaultTTL: wdTTL, Logger: quiet}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(context.Background()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		_ = b.Close()
+	})
+	return c, b
+}
+
+func TestRenewalsKeepGuardValidPastManyTTLs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _ := bubbleClient(t)
+		g, err := c.Lock("k").Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * wdTTL)
+		if err := g.Err(); err != nil {
+			t.Fatalf("after 20 TTLs of successful renewals Err = %v, want nil", err)
+		}
+		if d := time.Until(g.Deadline()); d <= 0 || d > wdTTL-wdMargin {
+			t.Errorf("deadline %v ahead, want in (0, TTL-margin]", d)
+		}
+	})
+}
+
+func TestFailedRenewalsPoisonAtLocalDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, b := bubbleClient(t)
+		start := time.Now()
+		g, err := c.Lock("k").Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.FailRenewals(errInjected)
+		<-g.Done()
+		// No renewal was ever acknowledged, so the guard must end at
+		// grant send time + TTL - margin, not earlier and not later.
+		if got, want := time.Since(start), wdTTL-wdMargin; got != want {
+			t.Errorf("poisoned after %v, want exactly %v", got, want)
+		}
+		if err := g.Err(); !errors.Is(err, ashlock.ErrLeaseExpired) {
+			t.Errorf("Err = %v, want ErrLeaseExpired", err)
+		}
+		if _, err := g.FencingToken(); !errors.Is(err, ashlock.ErrLeaseExpired) {
+			t.Errorf("FencingToken = %v, want ErrLeaseExpired", err)
+		}
+	})
+}
+
+func TestDeadlineCountsFromLastAcknowledgedSend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, b := bubbleClient(t)
+		g, err := c.Lock("k").Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Let several renewals succeed, then fail all later ones.
+		time.Sleep(2 * wdTTL)
+		b.FailRenewals(errInjected)
+		lastOK := g.Deadline()
+		<-g.Done()
+		if now := time.Now(); !now.Equal(lastOK) {
+			t.Errorf("poisoned at %v, want the deadline of the last acknowledged renewal %v", now, lastOK)
+		}
+	})
+}
+
+func TestHangingRenewalStillPoisonsBeforeStoreExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, b := bubbleClient(t)
+		other, _ := bubbleClientOn(t, b)
+		start := time.Now()
+		g, err := c.Lock("k").Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.DelayRenewals(time.Hour) // every renewal hangs
+		type seen struct {
+			at       time.Time
+			firstErr error
+		}
+		got := make(chan seen, 1)
+		go func() {
+			// A long TTL: this waiter's own renewals hang too.
+			g2, err := other.Lock("k").WithTTL(100 * wdTTL).Acquire(t.Context())
+			if err != nil {
+				t.Errorf("second Acquire: %v", err)
+				close(got)
+				return
+			}
+			got <- seen{time.Now(), g.Err()}
+			_ = g2.Unlock(context.Background())
+		}()
+		<-g.Done()
+		if got, limit := time.Since(start), wdTTL-wdMargin; got > limit {
+			t.Errorf("poisoned %v after the grant, later than TTL - margin = %v", got, limit)
+		}
+		s, ok := <-got
+		if !ok {
+			return
+		}
+		if !errors.Is(s.firstErr, ashlock.ErrLeaseExpired) {
+			t.Errorf("when the second client acquired, the first guard's Err was %v, want ErrLeaseExpired", s.firstErr)
+		}
+		b.DelayRenewals(0)
+	})
+}
+
+// bubbleClientOn makes a second client on an existing backend.
+func bubbleClientOn(t *testing.T, b *memory.Backend) (*ashlock.LockClient, *memory.Backend) {
+	t.Helper()
+	c, err := ashlock.ConnectWith(t.Context(), ashlock.LockConfig{DefaultTTL: wdTTL, Logger: quiet}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c, b
+}
+
+func TestLosingOneLeaseLeavesOtherGuardsAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, b := bubbleClient(t)
+		ctx := t.Context()
+		a, err := c.Lock("a").Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameLease, err := c.Lock("b").Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		otherLease, err := c.Lock("c").WithTTL(2 * wdTTL).Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimA, _ := a.Claim()
+		claimO, _ := otherLease.Claim()
+		if claimA.Lease == claimO.Lease {
+			t.Fatalf("guards with different TTLs share lease %d", claimA.Lease)
+		}
+		b.ExpireLease(claimA.Lease)
+		<-a.Done()
+		<-sameLease.Done()
+		time.Sleep(5 * wdTTL)
+		if err := otherLease.Err(); err != nil {
+			t.Errorf("guard on another lease: Err = %v, want nil", err)
+		}
+		// The client recovers by itself: the next acquisition gets a fresh lease.
+		again, err := c.Lock("a").Acquire(ctx)
+		if err != nil {
+			t.Fatalf("Acquire after lease loss: %v", err)
+		}
+		if c2, _ := again.Claim(); c2.Lease == claimA.Lease {
+			t.Errorf("new guard reuses the lost lease %d", c2.Lease)
+		}
+	})
+}
+
+func TestDeletedClaimPoisonsOnlyItsGuard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, b := bubbleClient(t)
+		ctx := t.Context()
+		a, err := c.Lock("a").Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bg, err := c.Lock("b").Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.DeleteClaim("a")
+		<-a.Done()
+		if !errors.Is(a.Err(), ashlock.ErrLeaseExpired) {
+			t.Errorf("Err = %v, want ErrLeaseExpired", a.Err())
+		}
+		time.Sleep(3 * wdTTL)
+		if err := bg.Err(); err != nil {
+			t.Errorf("guard on the same lease, other key: Err = %v, want nil", err)
+		}
+	})
+}
+
+func TestDoCancelsContextWithCauseOnPoisoning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, b := bubbleClient(t)
+		var cause error
+		err := c.Lock("k").Do(t.Context(), func(ctx context.Context, token uint64) error {
+			if token == 0 {
+				t.Error("Do passed token 0")
+			}
+			b.FailRenewals(errInjected)
+			<-ctx.Done()
+			cause = context.Cause(ctx)
+			return nil
+		})
+		if !errors.Is(cause, ashlock.ErrLeaseExpired) {
+			t.Errorf("context.Cause = %v, want ErrLeaseExpired", cause)
+		}
+		if !errors.Is(err, ashlock.ErrLeaseExpired) {
+			t.Errorf("Do = %v, want ErrLeaseExpired when fn ran past the lease", err)
+		}
+	})
+}
+
+func TestWatchdogIntervalDefaultsToAThirdOfTheLockTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _ := bubbleClient(t)
+		g, err := c.Lock("k").WithTTL(300 * time.Millisecond).Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// With a 300ms TTL (margin 75ms) the guard survives only if renewals
+		// run at the lock's own third (100ms), not the client's 1s default.
+		time.Sleep(10 * time.Second)
+		if err := g.Err(); err != nil {
+			t.Errorf("short-TTL guard: Err = %v, want nil", err)
+		}
+	})
+}
