@@ -1,0 +1,133 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// ErrInvalidTTL is returned by Grant for a TTL that is zero or negative.
+var ErrInvalidTTL = errors.New("memory: lease TTL must be positive")
+
+// Option configures a Backend in New.
+type Option func(*Backend)
+
+// WithClock makes the Backend read time from c and schedule lease expiries
+// and renewal delays on it. nil means the real clock (the time package),
+// which is also the default.
+func WithClock(c Clock) Option {
+	return func(b *Backend) {
+		if c != nil {
+			b.clock = c
+		}
+	}
+}
+
+// Backend is an in-process lock store implementing backend.Backend. Create
+// one with New; the zero value is not usable. All methods are safe for
+// concurrent use.
+type Backend struct {
+	clock Clock
+	done  chan struct{} // closed by Close; wakes every waiting Acquire
+
+	// notifying counts running OnLost deliveries so that Close can wait
+	// for them. Add is only called under mu while !closed, so every Add
+	// happens before Close's Wait.
+	notifying sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool
+	rev    uint64 // last token issued; one counter for every key
+	lastID backend.LeaseID
+	leases map[backend.LeaseID]*lease
+	keys   map[string]*keyState
+	// stamps is the highest stamp recorded per key. It outlives the key's
+	// keyState on purpose: the next holder must see it even after the key
+	// was free for a while. It only grows with keys that were stamped.
+	stamps map[string]backend.Timestamp
+
+	renewErr   error         // FailRenewals
+	renewDelay time.Duration // DelayRenewals
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New returns an empty, open Backend. It starts no goroutine.
+func New(opts ...Option) *Backend {
+	b := &Backend{
+		clock:  realClock{},
+		done:   make(chan struct{}),
+		leases: make(map[backend.LeaseID]*lease),
+		keys:   make(map[string]*keyState),
+		stamps: make(map[string]backend.Timestamp),
+	}
+	for _, o := range opts {
+		o(b)
+	}
+	return b
+}
+
+// Close stops every lease timer, makes blocked Acquires and hanging
+// KeepAlives return ErrClosed, and waits for OnLost callbacks already being
+// delivered to return. Claims are neither released nor reported lost. Every
+// later call except Close returns an error wrapping backend.ErrClosed; a
+// second Close returns nil. After Close returns the Backend runs no
+// goroutine.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	close(b.done)
+	for _, l := range b.leases {
+		l.timer.Stop()
+	}
+	b.mu.Unlock()
+	b.notifying.Wait()
+	return nil
+}
+
+// lostCall is one OnLost callback owed to a holder.
+type lostCall struct {
+	f     func(cause error)
+	cause error
+}
+
+// notifyLocked delivers OnLost callbacks on a goroutine of the Backend's:
+// never on the caller's, which may hold its own locks (a client revoking a
+// lease must not have its OnLost run inside Revoke). One goroutine per loss
+// event, not per claim; it lives only as long as the callbacks, which must
+// not block.
+func (b *Backend) notifyLocked(calls []lostCall) {
+	if len(calls) == 0 || b.closed {
+		return
+	}
+	b.notifying.Add(1)
+	go func() {
+		defer b.notifying.Done()
+		for _, c := range calls {
+			c.f(c.cause)
+		}
+	}()
+}
+
+// errClosed is the error of any call on a closed Backend.
+func errClosed(op string) error {
+	return fmt.Errorf("memory: %s: %w", op, backend.ErrClosed)
+}
+
+// ctxErr is the error for a context that has ended: ctx.Err(), joined with
+// its cause when the cause says more.
+func ctxErr(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return errors.Join(err, cause)
+	}
+	return err
+}

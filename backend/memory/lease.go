@@ -1,0 +1,158 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// lease is a granted lease and the claims bound to it.
+type lease struct {
+	id     backend.LeaseID
+	ttl    time.Duration
+	timer  Timer
+	gen    uint64 // bumped by every renewal; a timer of an older gen is stale
+	claims claimList
+}
+
+// Grant creates a lease that ends ttl from now unless renewed with
+// KeepAlive. The granted TTL is exactly ttl: no rounding. A ttl <= 0 returns
+// ErrInvalidTTL. Grant does not block; it fails with ctx's error if ctx has
+// already ended, and with backend.ErrClosed after Close.
+func (b *Backend) Grant(ctx context.Context, ttl time.Duration) (backend.Lease, error) {
+	if ttl <= 0 {
+		return backend.Lease{}, fmt.Errorf("%w (got %v)", ErrInvalidTTL, ttl)
+	}
+	if ctx.Err() != nil {
+		return backend.Lease{}, fmt.Errorf("memory: grant: %w", ctxErr(ctx))
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return backend.Lease{}, errClosed("grant")
+	}
+	b.lastID++
+	l := &lease{id: b.lastID, ttl: ttl}
+	b.leases[l.id] = l
+	b.armLocked(l)
+	return backend.Lease{ID: l.id, TTL: ttl}, nil
+}
+
+// armLocked (re)starts l's expiry timer for a full TTL from now.
+func (b *Backend) armLocked(l *lease) {
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.gen++
+	gen := l.gen
+	l.timer = b.clock.AfterFunc(l.ttl, func() { b.leaseTimerFired(l, gen) })
+}
+
+// leaseTimerFired ends l if the timer that fired is still its current one.
+// A renewal racing with the timer either stopped it in time or bumped gen
+// before this runs, so a renewed lease is never ended by a stale timer.
+func (b *Backend) leaseTimerFired(l *lease, gen uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || b.leases[l.id] != l || l.gen != gen {
+		return
+	}
+	b.endLeaseLocked(l, endExpired)
+}
+
+// KeepAlive renews lease id for its full TTL and returns that TTL. The
+// renewal takes effect when it reaches the store: at once, or after the
+// delay set by DelayRenewals, during which KeepAlive blocks. An ended lease
+// yields an error wrapping backend.ErrLeaseExpired, and an error set with
+// FailRenewals is returned (wrapped) without renewing. If ctx ends first,
+// KeepAlive returns backend.ErrUnavailable joined with ctx's error and does
+// not renew; after Close it returns backend.ErrClosed.
+func (b *Backend) KeepAlive(ctx context.Context, id backend.LeaseID) (time.Duration, error) {
+	if ctx.Err() != nil {
+		return 0, fmt.Errorf("memory: keep-alive of lease %d: %w", id, ctxErr(ctx))
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return 0, errClosed("keep-alive")
+	}
+	delay := b.renewDelay
+	b.mu.Unlock()
+
+	if delay > 0 {
+		if err := b.hang(ctx, delay); err != nil {
+			return 0, fmt.Errorf("memory: keep-alive of lease %d: %w", id, err)
+		}
+	}
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch l := b.leases[id]; {
+	case b.closed:
+		return 0, errClosed("keep-alive")
+	case b.renewErr != nil:
+		return 0, fmt.Errorf("memory: keep-alive of lease %d: injected failure: %w", id, b.renewErr)
+	case l == nil:
+		return 0, fmt.Errorf("memory: keep-alive of lease %d: %w", id, backend.ErrLeaseExpired)
+	default:
+		b.armLocked(l)
+		return l.ttl, nil
+	}
+}
+
+// hang blocks for d on the Backend's clock, like a request stuck on the
+// way to the store. It returns early with ErrUnavailable joined with ctx's
+// error if ctx ends, or with ErrClosed if the Backend closes.
+func (b *Backend) hang(ctx context.Context, d time.Duration) error {
+	elapsed := make(chan struct{})
+	t := b.clock.AfterFunc(d, func() { close(elapsed) })
+	defer t.Stop()
+	select {
+	case <-elapsed:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("renewal delayed by fault injection: %w: %w", backend.ErrUnavailable, ctxErr(ctx))
+	case <-b.done:
+		return backend.ErrClosed
+	}
+}
+
+// Revoke ends lease id at once: every claim bound to it leaves the store,
+// holders that Acquire returned get OnLost with a cause wrapping
+// backend.ErrLeaseExpired, requests waiting on it fail with
+// backend.ErrLeaseExpired, and each key it held passes to the next claim.
+// Revoking an unknown or ended lease returns nil. Revoke never blocks, so it
+// completes even when ctx has already ended. After Close it returns
+// backend.ErrClosed.
+func (b *Backend) Revoke(_ context.Context, id backend.LeaseID) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return errClosed("revoke")
+	}
+	if l := b.leases[id]; l != nil {
+		b.endLeaseLocked(l, endRevoked)
+	}
+	return nil
+}
+
+// endLeaseLocked forgets l and removes every claim bound to it.
+func (b *Backend) endLeaseLocked(l *lease, why endReason) {
+	delete(b.leases, l.id)
+	l.timer.Stop()
+	var lost []lostCall
+	for c := l.claims.head; c != nil; {
+		// Read next before removing c: removal clears c's links. Removing
+		// a holder may promote another claim of this same lease; it is
+		// still further down this list and is removed in turn, its waiter
+		// woken once and finding it gone.
+		next := c.inLease.next
+		if call, ok := b.removeLocked(c, why); ok {
+			lost = append(lost, call)
+		}
+		c = next
+	}
+	b.notifyLocked(lost)
+}
