@@ -8,8 +8,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
-
 	"github.com/ash-lock/ashlock/backend"
 )
 
@@ -149,9 +147,9 @@ func (b *LockBuilder) Do(ctx context.Context, fn func(ctx context.Context, token
 	}
 	fnCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := g.setOnEnd(cancel)
+	g.setOnEnd(cancel)
 	ferr := fn(fnCtx, token)
-	stop()
+	g.clearOnEnd()
 	if ferr != nil {
 		return ferr
 	}
@@ -203,7 +201,7 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 
 	req := backend.AcquireRequest{
 		Key:    b.key,
-		ID:     uuid.NewString(),
+		ID:     c.ids.next(),
 		Lease:  l.id,
 		Owner:  cmp.Or(b.owner, c.owner),
 		Wait:   wait,
@@ -219,8 +217,8 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 		var cancel context.CancelCauseFunc
 		actx, cancel = context.WithCancelCause(ctx)
 		defer cancel(nil)
-		stop := g.setOnEnd(cancel)
-		defer stop()
+		g.setOnEnd(cancel)
+		defer g.clearOnEnd()
 	}
 	claim, err := c.be.Acquire(actx, req)
 	if err != nil {

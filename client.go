@@ -34,6 +34,7 @@ type LockClient struct {
 	clock           *hlc.Clock // nil unless cfg.Stamps
 	stampFn         func(backend.Timestamp) (backend.Timestamp, error)
 	owner           string
+	ids             *claimIDs
 	closed          atomic.Bool
 	closeOnce       sync.Once
 	closeErr        error
@@ -105,7 +106,7 @@ func newClient(cfg LockConfig, be backend.Backend) (*LockClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &LockClient{cfg: cfg, be: be, log: log, metrics: m, owner: defaultOwner()}
+	c := &LockClient{cfg: cfg, be: be, log: log, metrics: m, owner: defaultOwner(), ids: newClaimIDs()}
 	if cfg.Stamps {
 		c.clock = hlc.New(nil, 0)
 		c.stampFn = c.stamp

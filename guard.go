@@ -134,22 +134,22 @@ func (g *Guard) end(err error) bool {
 }
 
 // setOnEnd arranges for f to run once, with the cause, when the guard ends
-// (at once if it already has). It returns a function that cancels the
-// arrangement.
-func (g *Guard) setOnEnd(f func(error)) (stop func()) {
+// (at once if it already has), until clearOnEnd.
+func (g *Guard) setOnEnd(f func(error)) {
 	g.mu.Lock()
 	if err := g.err; err != nil {
 		g.mu.Unlock()
 		f(err)
-		return func() {}
+		return
 	}
 	g.onEnd = f
 	g.mu.Unlock()
-	return func() {
-		g.mu.Lock()
-		g.onEnd = nil
-		g.mu.Unlock()
-	}
+}
+
+func (g *Guard) clearOnEnd() {
+	g.mu.Lock()
+	g.onEnd = nil
+	g.mu.Unlock()
 }
 
 // lost is the backend's OnLost callback: the store no longer has the claim.

@@ -60,6 +60,11 @@ var (
 	ErrInvalidConfig = errors.New("ashlock: invalid configuration")
 	// ErrUnavailable: the backend could not be reached.
 	ErrUnavailable = backend.ErrUnavailable
+	// ErrClockOffset: with Stamps on, the key's previous holder stamped it
+	// further ahead of this process's clock than the maximum offset
+	// (500ms); the stamp is refused rather than merged, and the
+	// acquisition fails.
+	ErrClockOffset = hlc.ErrMaxOffset
 )
 
 // Timestamp is a hybrid logical clock stamp: WallTime in Unix nanoseconds

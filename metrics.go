@@ -23,15 +23,26 @@ type metrics struct {
 	marginHist metric.Float64Histogram
 }
 
-// Attribute sets, built once: recording with a prebuilt set does not
-// allocate.
+// outcome holds one "outcome" attribute prebuilt as the option slices the
+// instruments take, so that recording passes them with ... and builds
+// nothing per call.
+type outcome struct {
+	rec []metric.RecordOption
+	add []metric.AddOption
+}
+
+func newOutcome(v string) outcome {
+	opt := metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", v)))
+	return outcome{rec: []metric.RecordOption{opt}, add: []metric.AddOption{opt}}
+}
+
 var (
-	attrAcquired  = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "acquired")))
-	attrLocked    = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "locked")))
-	attrCancelled = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "cancelled")))
-	attrExpired   = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "lease_expired")))
-	attrError     = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "error")))
-	attrOK        = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "ok")))
+	attrAcquired  = newOutcome("acquired")
+	attrLocked    = newOutcome("locked")
+	attrCancelled = newOutcome("cancelled")
+	attrExpired   = newOutcome("lease_expired")
+	attrError     = newOutcome("error")
+	attrOK        = newOutcome("ok")
 )
 
 func newMetrics(mp metric.MeterProvider) (*metrics, error) {
@@ -66,7 +77,7 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 
 func (m *metrics) acquired(start time.Time, wait bool) {
 	d := time.Since(start).Seconds()
-	m.acquireDur.Record(context.Background(), d, attrAcquired)
+	m.acquireDur.Record(context.Background(), d, attrAcquired.rec...)
 	if wait {
 		m.waitDur.Record(context.Background(), d)
 	}
@@ -82,7 +93,7 @@ func (m *metrics) failed(start time.Time, _ bool, err error) {
 	case errors.Is(err, ErrLeaseExpired):
 		opt = attrExpired
 	}
-	m.acquireDur.Record(context.Background(), time.Since(start).Seconds(), opt)
+	m.acquireDur.Record(context.Background(), time.Since(start).Seconds(), opt.rec...)
 }
 
 func (m *metrics) held(delta int64) { m.heldLocks.Add(context.Background(), delta) }
@@ -100,7 +111,7 @@ func (m *metrics) renewal(err error) {
 	default:
 		opt = attrError
 	}
-	m.renewals.Add(context.Background(), 1, opt)
+	m.renewals.Add(context.Background(), 1, opt.add...)
 }
 
 func (m *metrics) renewMargin(d time.Duration) {

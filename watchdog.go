@@ -153,13 +153,16 @@ func (wd *watchdog) grant(ctx context.Context, l *lease) {
 }
 
 // leave unregisters g from its lease; an unused lease starts to linger.
+// The scheduler is not woken: it looks at idle leases on its next renewal
+// tick anyway, and waking it on every release would cost a goroutine
+// switch per Unlock. A lingering lease is revoked at most one renewal
+// interval after its linger ends.
 func (wd *watchdog) leave(l *lease, g *Guard) {
 	wd.mu.Lock()
 	if _, ok := l.guards[g]; ok {
 		delete(l.guards, g)
 		if len(l.guards) == 0 {
 			l.idleSince = time.Now()
-			defer wd.nudge()
 		}
 	}
 	wd.mu.Unlock()

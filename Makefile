@@ -1,0 +1,31 @@
+# One command runs every test of both modules, the etcd ones included: the
+# tests start an embedded etcd themselves, so nothing needs installing.
+#
+#   make test        all tests, race detector on
+#   make quickstart  the in-process quickstart
+#   make lint        gofmt, go vet, staticcheck on both modules
+#   make bench       benchmarks (see BENCHMARKS.md)
+
+GO          ?= go
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+TESTFLAGS   ?= -race -count=1 -timeout 15m
+
+.PHONY: test quickstart lint bench
+
+test:
+	$(GO) test $(TESTFLAGS) ./...
+	cd tests && $(GO) test $(TESTFLAGS) ./...
+
+quickstart:
+	$(GO) run ./examples/quickstart
+
+lint:
+	@test -z "$$(gofmt -l . | tee /dev/stderr)" || (echo "gofmt: files above need formatting" && exit 1)
+	$(GO) vet ./...
+	cd tests && $(GO) vet ./...
+	$(STATICCHECK) ./...
+	cd tests && $(STATICCHECK) ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -count 6 . | tee bench-memory.txt
+	cd tests && $(GO) test -run '^$$' -bench . -count 6 ./bench/ | tee ../bench-etcd.txt

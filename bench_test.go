@@ -1,0 +1,127 @@
+package ashlock_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/ash-lock/ashlock"
+)
+
+// Benchmarks on the in-process backend, each beside its sync.Mutex
+// baseline in the same run. Compare with benchstat; see BENCHMARKS.md.
+
+func benchClient(b *testing.B) *ashlock.LockClient {
+	b.Helper()
+	c, err := ashlock.Connect(context.Background(), ashlock.LockConfig{Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+func BenchmarkUncontended(b *testing.B) {
+	b.Run("impl=ashlock-memory", func(b *testing.B) {
+		c := benchClient(b)
+		ctx := context.Background()
+		lock := c.Lock("bench")
+		b.ReportAllocs()
+		for b.Loop() {
+			g, err := lock.Acquire(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := g.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("impl=sync.Mutex", func(b *testing.B) {
+		var mu sync.Mutex
+		b.ReportAllocs()
+		for b.Loop() {
+			mu.Lock()
+			mu.Unlock() //nolint:staticcheck // an empty critical section is the point
+		}
+	})
+}
+
+// BenchmarkHandoff8 has 8 goroutines take turns on one key; ns/op is the
+// time per acquisition, so its inverse is handoffs per second.
+func BenchmarkHandoff8(b *testing.B) {
+	const workers = 8
+	run := func(b *testing.B, lockUnlock func()) {
+		b.ReportAllocs()
+		var wg sync.WaitGroup
+		per := b.N / workers
+		b.ResetTimer()
+		for w := range workers {
+			n := per
+			if w == 0 {
+				n += b.N % workers
+			}
+			wg.Go(func() {
+				for range n {
+					lockUnlock()
+				}
+			})
+		}
+		wg.Wait()
+	}
+	b.Run("impl=ashlock-memory", func(b *testing.B) {
+		c := benchClient(b)
+		ctx := context.Background()
+		lock := c.Lock("bench")
+		run(b, func() {
+			g, err := lock.Acquire(ctx)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			_ = g.Unlock(ctx)
+		})
+	})
+	b.Run("impl=sync.Mutex", func(b *testing.B) {
+		var mu sync.Mutex
+		run(b, func() {
+			mu.Lock()
+			runtime.Gosched() // let others queue, as a remote holder would
+			mu.Unlock()
+		})
+	})
+}
+
+// BenchmarkHold100k holds 100,000 guards on one client and reports the heap
+// and goroutines each costs (including the backend's claim).
+func BenchmarkHold100k(b *testing.B) {
+	const n = 100_000
+	for b.Loop() {
+		c := benchClient(b)
+		ctx := context.Background()
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = fmt.Sprint("k/", i)
+		}
+		guards := make([]*ashlock.Guard, 0, n)
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		g0 := runtime.NumGoroutine()
+		for _, k := range keys {
+			g, err := c.Lock(k).Acquire(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			guards = append(guards, g)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heapB/guard")
+		b.ReportMetric(float64(runtime.NumGoroutine()-g0)/n, "goroutines/guard")
+		runtime.KeepAlive(guards)
+		_ = c.Close(ctx)
+	}
+}
