@@ -1,0 +1,125 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// cleanupTimeout bounds the calls a Backend makes on its own behalf when the
+// caller's context cannot be used: removing the claim of a failed Acquire,
+// rechecking claims after a watch gap.
+const cleanupTimeout = 5 * time.Second
+
+// Backend is a backend.Backend that keeps claims in etcd v3. Create it with
+// New; it is safe for concurrent use. The zero value is not usable.
+type Backend struct {
+	cli    *clientv3.Client
+	layout layout
+	reg    *registry
+	keeper *keeper
+
+	ctx    context.Context // cancelled by Close; ends the Backend's goroutines
+	cancel context.CancelFunc
+	closed atomic.Bool
+
+	// spawnMu orders spawn's wg.Add with Close's wg.Wait: once stopping is
+	// set no goroutine is added, so Wait cannot race with an Add.
+	spawnMu  sync.Mutex
+	stopping bool
+	wg       sync.WaitGroup
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New returns a Backend that stores claims through cli under the prefix set
+// by WithPrefix (default "ashlock/").
+//
+// The caller keeps ownership of cli: it configures endpoints, TLS and
+// authentication, and closes cli after closing the Backend. New does not
+// contact etcd; it starts one goroutine that watches the prefix for lost
+// claims (and, on first use, one that serves lease keep-alives). It fails
+// if cli is nil or an option is invalid (errors wrap ErrBadPrefix).
+func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
+	if cli == nil {
+		return nil, errors.New("etcd: New needs a client, got nil")
+	}
+	cfg := config{prefix: DefaultPrefix}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := validatePrefix(cfg.prefix); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &Backend{
+		cli:    cli,
+		layout: newLayout(cfg.prefix),
+		reg:    newRegistry(),
+		ctx:    ctx,
+		cancel: cancel,
+	}
+	b.keeper = newKeeper(ctx, cli, b.spawn)
+	b.spawn(func() { b.watchLoop(ctx) })
+	return b, nil
+}
+
+// spawn runs f in a goroutine that Close waits for. It reports false, and
+// runs nothing, once Close has begun.
+func (b *Backend) spawn(f func()) bool {
+	b.spawnMu.Lock()
+	defer b.spawnMu.Unlock()
+	if b.stopping {
+		return false
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// Prefix returns the etcd key prefix under which the Backend keeps its keys.
+func (b *Backend) Prefix() string { return b.layout.prefix }
+
+// ClaimKey returns the etcd key that stores claim c, for operators and
+// tests that want to look at or delete it by hand.
+func (b *Backend) ClaimKey(c backend.Claim) string { return b.layout.claim(c.Key, c.ID) }
+
+// IsOwner returns a comparison that holds exactly while claim c still
+// exists as the same incarnation (its create revision equals c.Token).
+// Put it in your own etcd Txn so that a write to state kept in etcd commits
+// only while the lock is held:
+//
+//	cli.Txn(ctx).If(b.IsOwner(claim)).Then(clientv3.OpPut("balance", "42")).Commit()
+//
+// The claim holds its key for as long as it exists, because a claim only
+// ever moves towards the head of its queue. IsOwner makes no call to etcd.
+func (b *Backend) IsOwner(c backend.Claim) clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(b.ClaimKey(c)), "=", int64(c.Token))
+}
+
+// Close stops the Backend's goroutines (the loss watch, the keep-alive
+// stream and background cleanups) and waits for them. It does not remove
+// claims, revoke leases or close the etcd client. Acquire calls still
+// waiting return ErrClosed; after Close, OnLost is no longer called and
+// every method returns an error wrapping backend.ErrClosed. A second Close
+// returns that error too.
+func (b *Backend) Close() error {
+	if b.closed.Swap(true) {
+		return closedError("close")
+	}
+	b.spawnMu.Lock()
+	b.stopping = true
+	b.spawnMu.Unlock()
+	b.cancel()
+	b.wg.Wait()
+	return nil
+}

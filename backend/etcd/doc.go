@@ -1,0 +1,68 @@
+// Package etcd is an ashlock backend that keeps lock claims in etcd v3, for
+// locking across processes and machines.
+//
+// Create one with New from a *clientv3.Client you configure and own
+// (endpoints, TLS, authentication), and pass it to ashlock.ConnectWith, or
+// let ashlock.Connect build both from an "etcd://host:2379/prefix/" seed
+// (see ParseSeed). Everything the Backend reads or writes is under its
+// prefix, so an etcd role with read-write permission on that prefix range
+// is enough.
+//
+// # Keys
+//
+//	<prefix>claims/<escaped key>/<claim id>   a claim; value: owner, acquired-at, stamp
+//	<prefix>stamps/<escaped key>              last holder's stamp (only with stamps on)
+//
+// The escaping replaces '/', '%' and control bytes with %XX, so the queue
+// directories of two keys never nest, even when one key is a prefix of the
+// other. Claims are bound to a lease. Stamp records are not: they outlive
+// every claim, so that the next holder, however much later, sees the last
+// stamp. There is one small stamp record per key ever stamped.
+//
+// # Protocol
+//
+// A key's claims form a queue ordered by create revision; the oldest claim
+// holds the key and its create revision is the fencing token. Create
+// revisions are etcd's global, persistent revision counter, so tokens
+// strictly increase per key and survive client and server restarts.
+//
+//   - Acquire (fair): one Txn creates the claim if it does not exist yet and
+//     reads the claim just ahead of it. Uncontended, that single round trip
+//     makes it the holder. Contended, it watches only that claim's delete,
+//     then checks in one Txn that its own claim still exists and that no
+//     older claim is left (it may have to wait for another). The claim is
+//     named by the acquisition's UUID, so a retried Txn finds the claim of
+//     an attempt whose reply was lost instead of creating a second one.
+//   - TryAcquire (Wait false): one Txn creates the claim only if the queue
+//     is empty; a held key costs one round trip and leaves nothing behind.
+//   - Fair false: the same Txn, repeated each time the newest claim of the
+//     queue is deleted, until it finds the queue empty. Such a request never
+//     queues, so fair requests always go first.
+//   - Release: one Txn deletes the claim only if its create revision still
+//     equals the token. Unlike clientv3/concurrency.Mutex.Unlock, a retried
+//     or late Release can never delete a later claim.
+//   - A failed or cancelled Acquire removes its claim with a bounded context
+//     of its own, never the caller's (which has often ended).
+//   - Stamps cost one extra round trip per acquisition: the previous stamp
+//     is read in the Txn that makes the claim the holder, and the new stamp
+//     written in a Txn guarded by the claim's identity.
+//
+// # Loss detection
+//
+// Each Backend runs one watch over its claims namespace, receiving deletes
+// only, and routes them to the claims it is acquiring or holding. A claim
+// deleted by lease expiry, lease revocation or an operator reaches its
+// holder's OnLost within one watch delivery, typically milliseconds. The
+// watch costs the Backend the delete events of every client under the same
+// prefix; in exchange, holding many locks needs no goroutine or watch per
+// lock. When the watch has a gap (its first start, or compaction of the
+// revision it would resume from) the Backend reads every registered claim
+// again.
+//
+// # Leases
+//
+// etcd leases are whole seconds: Grant rounds a TTL up, never down, and
+// reports what etcd granted (etcd raises TTLs below its minimum). KeepAlive
+// renews one lease per call over one long-lived keep-alive stream per
+// Backend; when to renew is the caller's decision, not a background timer's.
+package etcd

@@ -1,0 +1,185 @@
+package etcd
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// ErrBadRecord reports a value under the Backend's prefix that this package
+// did not write or cannot read: a claim or stamp record that is truncated,
+// has trailing bytes, or carries an unknown version. Inspect and Acquire
+// (when reading the previous stamp) return it wrapped.
+var ErrBadRecord = errors.New("etcd: malformed record")
+
+// Record versions. A decoder rejects versions it does not know rather than
+// guessing, so a future format change is detected, not misread.
+const (
+	claimRecordV1 = 1
+	stampRecordV1 = 1
+)
+
+// claimRecord is the value stored at a claim key.
+type claimRecord struct {
+	Owner      string
+	AcquiredAt time.Time // zero when unknown
+	Stamp      backend.Timestamp
+}
+
+// encodeClaim serialises r as:
+//
+//	version byte (1) | uvarint len(owner) | owner | varint acquired-at (Unix ns, 0 = zero time) | stamp
+//
+// where stamp is varint wall time | uvarint logical.
+func encodeClaim(r claimRecord) string {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64*4+len(r.Owner))
+	b = append(b, claimRecordV1)
+	b = binary.AppendUvarint(b, uint64(len(r.Owner)))
+	b = append(b, r.Owner...)
+	b = binary.AppendVarint(b, unixNanos(r.AcquiredAt))
+	b = appendStamp(b, r.Stamp)
+	return string(b)
+}
+
+// decodeClaim parses a value written by encodeClaim. It never panics: any
+// input it cannot read exactly yields an error wrapping ErrBadRecord.
+func decodeClaim(v []byte) (claimRecord, error) {
+	d := decoder{buf: v}
+	if ver := d.byte(); d.err == nil && ver != claimRecordV1 {
+		return claimRecord{}, fmt.Errorf("%w: claim record version %d", ErrBadRecord, ver)
+	}
+	n := d.uvarint()
+	owner := d.bytes(n)
+	at := d.varint()
+	st := d.stamp()
+	if err := d.finish(); err != nil {
+		return claimRecord{}, fmt.Errorf("%w: claim record: %v", ErrBadRecord, err)
+	}
+	return claimRecord{Owner: string(owner), AcquiredAt: fromUnixNanos(at), Stamp: st}, nil
+}
+
+// encodeStamp serialises a stamp record: version byte (1) | stamp.
+func encodeStamp(t backend.Timestamp) string {
+	b := make([]byte, 0, 1+2*binary.MaxVarintLen64)
+	b = append(b, stampRecordV1)
+	return string(appendStamp(b, t))
+}
+
+// decodeStamp parses a value written by encodeStamp; errors wrap
+// ErrBadRecord.
+func decodeStamp(v []byte) (backend.Timestamp, error) {
+	d := decoder{buf: v}
+	if ver := d.byte(); d.err == nil && ver != stampRecordV1 {
+		return backend.Timestamp{}, fmt.Errorf("%w: stamp record version %d", ErrBadRecord, ver)
+	}
+	st := d.stamp()
+	if err := d.finish(); err != nil {
+		return backend.Timestamp{}, fmt.Errorf("%w: stamp record: %v", ErrBadRecord, err)
+	}
+	return st, nil
+}
+
+func appendStamp(b []byte, t backend.Timestamp) []byte {
+	b = binary.AppendVarint(b, t.WallTime)
+	return binary.AppendUvarint(b, uint64(t.Logical))
+}
+
+func unixNanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromUnixNanos(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// decoder reads fields in order and remembers the first error, so a
+// decode function reads every field and checks once at the end.
+type decoder struct {
+	buf []byte
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf(format, args...)
+	}
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.buf) == 0 {
+		d.fail("empty")
+		return 0
+	}
+	c := d.buf[0]
+	d.buf = d.buf[1:]
+	return c
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.buf)
+	if n <= 0 {
+		d.fail("bad uvarint")
+		return 0
+	}
+	d.buf = d.buf[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.buf)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.buf = d.buf[n:]
+	return v
+}
+
+func (d *decoder) bytes(n uint64) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.buf)) {
+		d.fail("length %d exceeds the %d bytes left", n, len(d.buf))
+		return nil
+	}
+	b := d.buf[:n]
+	d.buf = d.buf[n:]
+	return b
+}
+
+func (d *decoder) stamp() backend.Timestamp {
+	wall := d.varint()
+	logical := d.uvarint()
+	if logical > math.MaxUint32 {
+		d.fail("logical counter %d overflows uint32", logical)
+	}
+	return backend.Timestamp{WallTime: wall, Logical: uint32(logical)}
+}
+
+// finish reports the first error, or trailing bytes.
+func (d *decoder) finish() error {
+	if d.err == nil && len(d.buf) > 0 {
+		d.fail("%d trailing bytes", len(d.buf))
+	}
+	return d.err
+}

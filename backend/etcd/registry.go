@@ -1,0 +1,141 @@
+package etcd
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// registry maps the etcd key of every claim this Backend is acquiring or
+// holding to its entry, so that the one loss watch (see watch.go) can tell
+// the right waiter or holder that its claim is gone.
+//
+// An entry is registered before the claim is created and its token (create
+// revision) is filled in once etcd has answered. The watch only reports
+// "key absent at revision r"; whether that concerns the entry's claim is
+// decided by comparing with the token: the claim created at revision T is
+// gone if and only if the key was absent at some revision r >= T (claim ids
+// are fresh UUIDs, so no other incarnation of the key exists after T).
+// Keeping the highest absent revision seen makes the order in which the
+// watch event and the Acquire reply arrive irrelevant.
+type registry struct {
+	mu      sync.Mutex
+	entries map[string]*entry
+}
+
+type entry struct {
+	key    string // etcd key of the claim
+	onLost func(error)
+
+	// Guarded by registry.mu.
+	token    int64 // create revision; 0 until known
+	absentAt int64 // highest revision at which the key was seen absent
+	holding  bool  // Acquire has handed the claim out
+	isLost   bool
+	lost     chan struct{} // closed when isLost becomes true
+}
+
+func newRegistry() *registry {
+	return &registry{entries: make(map[string]*entry)}
+}
+
+// add registers the claim key for one Acquire. A key already registered
+// means two concurrent Acquires were given the same claim ID, which the
+// contract forbids; it is reported rather than silently shared.
+func (r *registry) add(key string, onLost func(error)) (*entry, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.entries[key]; dup {
+		return nil, fmt.Errorf("etcd: claim %q is already being acquired or held by this Backend", key)
+	}
+	e := &entry{key: key, onLost: onLost, lost: make(chan struct{})}
+	r.entries[key] = e
+	return e, nil
+}
+
+// remove forgets e. Nothing is reported for it afterwards.
+func (r *registry) remove(e *entry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.entries[e.key] == e {
+		delete(r.entries, e.key)
+	}
+}
+
+// removeClaim forgets the entry of key if it holds the claim with token,
+// so a Release stops OnLost for exactly that claim.
+func (r *registry) removeClaim(key string, token int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.entries[key]; e != nil && e.token == token {
+		delete(r.entries, key)
+	}
+}
+
+// setToken records the claim's create revision. It reports false if the
+// claim is already known to be gone.
+func (r *registry) setToken(e *entry, token int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e.token = token
+	r.evaluate(e)
+	return !e.isLost
+}
+
+// promote marks e as handed out to the caller, so that a later loss calls
+// OnLost. It reports false, and promotes nothing, if the claim is already
+// known to be gone: Acquire then fails instead of returning a dead claim.
+func (r *registry) promote(e *entry) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e.isLost {
+		return false
+	}
+	e.holding = true
+	return true
+}
+
+// observeAbsent records that key did not exist at revision rev and returns
+// the OnLost callbacks that became due. The caller runs them without
+// holding any lock: a callback may call back into the Backend.
+func (r *registry) observeAbsent(key string, rev int64) func() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.entries[key]
+	if e == nil || rev <= e.absentAt {
+		return nil
+	}
+	e.absentAt = rev
+	return r.evaluate(e)
+}
+
+// evaluate decides whether e's claim is gone and, the first time it is,
+// wakes its waiter and returns the OnLost call for a holder.
+// Called with r.mu held.
+func (r *registry) evaluate(e *entry) func() {
+	if e.isLost || e.token == 0 || e.absentAt < e.token {
+		return nil
+	}
+	e.isLost = true
+	close(e.lost)
+	delete(r.entries, e.key)
+	if !e.holding || e.onLost == nil {
+		return nil
+	}
+	cause := fmt.Errorf("%w: claim %s no longer exists in etcd (seen at revision %d)",
+		backend.ErrLeaseExpired, e.key, e.absentAt)
+	onLost := e.onLost
+	return func() { onLost(cause) }
+}
+
+// snapshot lists the registered keys and their tokens (0 if not known yet).
+func (r *registry) snapshot() map[string]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int64, len(r.entries))
+	for k, e := range r.entries {
+		out[k] = e.token
+	}
+	return out
+}

@@ -1,0 +1,89 @@
+package etcd
+
+import (
+	"context"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// Release deletes claim c in one Txn that commits only if the claim still
+// exists with the same create revision (c.Token). It never deletes another
+// claim - not a later incarnation of the same key, not the next holder - so
+// a retried or late Release is harmless. A claim already gone gives nil.
+//
+// OnLost is not called for c once Release has been called, whatever its
+// outcome. Release blocks for one round trip; failures wrap
+// backend.ErrUnavailable (joined with ctx.Err() if ctx ended first). Safe
+// for concurrent use.
+func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
+	if b.closed.Load() {
+		return closedError("release")
+	}
+	key := b.ClaimKey(c)
+	// Unregister first: the delete this call makes must not look like a loss.
+	b.reg.removeClaim(key, int64(c.Token))
+	_, err := b.cli.Txn(ctx).
+		If(b.IsOwner(c)).
+		Then(clientv3.OpDelete(key)).
+		Commit()
+	return rpcError(ctx, "release", err)
+}
+
+// deleteClaim removes the claim at key: guarded by its create revision when
+// known, by its name alone otherwise. The name alone is safe because it
+// ends in the acquisition's own UUID: no other acquisition uses that key.
+func (b *Backend) deleteClaim(ctx context.Context, key string, token int64) error {
+	if token == 0 {
+		_, err := b.cli.Delete(ctx, key)
+		return err
+	}
+	_, err := b.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", token)).
+		Then(clientv3.OpDelete(key)).
+		Commit()
+	return err
+}
+
+// discard removes the claim of a failed Acquire, with contexts of its own:
+// bounded by cleanupTimeout and detached from ctx's cancellation (ctx has
+// often ended: that may be why Acquire failed), so cleanup neither hangs on
+// a dead caller context nor is skipped because of one.
+//
+// With now set it tries once before returning, so that a failed Acquire
+// normally leaves nothing behind when it returns. Without it - the Acquire
+// failed because etcd did not answer, and an immediate retry would most
+// likely keep the caller waiting cleanupTimeout past its own deadline - and
+// whenever that first try fails, a background goroutine keeps trying with
+// backoff until it succeeds or the Backend is closed. The claim's lease
+// bounds how long a claim that cannot be deleted can block the key.
+func (b *Backend) discard(ctx context.Context, key string, token int64, now bool) {
+	try := func(parent context.Context) error {
+		cctx, cancel := context.WithTimeout(parent, cleanupTimeout)
+		defer cancel()
+		return b.deleteClaim(cctx, key, token)
+	}
+	if now && try(context.WithoutCancel(ctx)) == nil {
+		return
+	}
+	retry := func() {
+		backoff := 100 * time.Millisecond
+		for {
+			select {
+			case <-b.ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			if try(b.ctx) == nil {
+				return
+			}
+			backoff = min(2*backoff, cleanupTimeout)
+		}
+	}
+	if !b.spawn(retry) && !now {
+		// Closing: no background work any more, so try once here.
+		_ = try(context.WithoutCancel(ctx))
+	}
+}
