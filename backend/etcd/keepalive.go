@@ -28,7 +28,7 @@ import (
 // overstate the lease (guarantee 3).
 type keeper struct {
 	lc    pb.LeaseClient
-	ctx   context.Context        // the Backend's lifetime
+	ctx   context.Context   // the Backend's lifetime
 	spawn func(func()) bool // Backend.spawn
 
 	mu      sync.Mutex
