@@ -297,6 +297,23 @@ func (f *fixture) stillWaiting(context string, ps ...*pending) {
 	}
 }
 
+// maxReported caps how many failures of one kind a check reports, so a
+// thoroughly broken backend yields a readable report.
+const maxReported = 5
+
+// errorsCapped reports the first maxReported of errs and how many more
+// there were.
+func (f *fixture) errorsCapped(errs []error) {
+	f.t.Helper()
+	for i, err := range errs {
+		if i == maxReported {
+			f.t.Errorf("... and %d more like these", len(errs)-maxReported)
+			return
+		}
+		f.t.Error(err)
+	}
+}
+
 // lostRecorder records OnLost calls of one claim.
 type lostRecorder struct {
 	mu     sync.Mutex
