@@ -171,7 +171,10 @@ func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*Guard, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	start := time.Now()
+	var start time.Time // zero: no metrics SDK, skip the clock reads
+	if c.metrics.timing() {
+		start = time.Now()
+	}
 	// A lease can be lost between being picked from the pool and the claim
 	// being written (revoked, expired during a partition). Each retry uses a
 	// lease the watchdog has just confirmed or a fresh one, so a client
@@ -210,10 +213,12 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 		OnLost: g.lost,
 	}
 	actx := ctx
-	if wait {
+	if wait && !c.local {
 		// While waiting, the guard is registered with its lease: if the lease
 		// is poisoned or the client closes, end the wait now instead of when
-		// the caller's context ends.
+		// the caller's context ends. (Both also revoke the lease, which ends
+		// the wait on a backend.Local at once; a remote store may be
+		// unreachable, hence the context.)
 		var cancel context.CancelCauseFunc
 		actx, cancel = context.WithCancelCause(ctx)
 		defer cancel(nil)
@@ -228,7 +233,10 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 	}
 
 	g.mu.Lock()
-	g.claim, g.hasStamp, g.acquired = claim, req.Stamp != nil, time.Now()
+	g.claim, g.hasStamp = claim, req.Stamp != nil
+	if c.metrics.timing() {
+		g.acquired = time.Now()
+	}
 	ended := g.err
 	g.mu.Unlock()
 	if ended != nil || !c.wd.trusted(l) {

@@ -28,6 +28,7 @@ type LockClient struct {
 	cfg             LockConfig
 	be              backend.Backend
 	closeBE         func() error // non-nil when Connect created the backend
+	local           bool         // be implements backend.Local
 	log             *slog.Logger
 	metrics         *metrics
 	wd              *watchdog
@@ -107,6 +108,7 @@ func newClient(cfg LockConfig, be backend.Backend) (*LockClient, error) {
 		return nil, err
 	}
 	c := &LockClient{cfg: cfg, be: be, log: log, metrics: m, owner: defaultOwner(), ids: newClaimIDs()}
+	_, c.local = be.(backend.Local)
 	if cfg.Stamps {
 		c.clock = hlc.New(nil, 0)
 		c.stampFn = c.stamp

@@ -20,7 +20,7 @@ type Guard struct {
 	key      string
 	lease    *lease
 	hasStamp bool
-	acquired time.Time // local clock, for the hold-time metric
+	acquired time.Time // local clock, for the hold-time metric; zero without an SDK
 
 	mu    sync.Mutex
 	claim backend.Claim // set under mu once acquired; read-only after Acquire returns
@@ -185,7 +185,7 @@ func (g *Guard) Unlock(ctx context.Context) error {
 		return err
 	}
 	g.client.metrics.held(-1)
-	g.client.metrics.holdTime(time.Since(g.acquired))
+	g.client.metrics.holdTime(g.acquired)
 	return g.client.release(ctx, g)
 }
 

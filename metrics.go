@@ -75,7 +75,17 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 	return out, nil
 }
 
+// timing reports whether the durations are recorded at all; without an SDK
+// installed they are not, and the clock reads can be skipped.
+func (m *metrics) timing() bool {
+	ctx := context.Background()
+	return m.acquireDur.Enabled(ctx) || m.holdDur.Enabled(ctx)
+}
+
 func (m *metrics) acquired(start time.Time, wait bool) {
+	if start.IsZero() {
+		return
+	}
 	d := time.Since(start).Seconds()
 	m.acquireDur.Record(context.Background(), d, attrAcquired.rec...)
 	if wait {
@@ -84,6 +94,9 @@ func (m *metrics) acquired(start time.Time, wait bool) {
 }
 
 func (m *metrics) failed(start time.Time, _ bool, err error) {
+	if start.IsZero() {
+		return
+	}
 	opt := attrError
 	switch {
 	case errors.Is(err, ErrLocked):
@@ -98,8 +111,11 @@ func (m *metrics) failed(start time.Time, _ bool, err error) {
 
 func (m *metrics) held(delta int64) { m.heldLocks.Add(context.Background(), delta) }
 
-func (m *metrics) holdTime(d time.Duration) {
-	m.holdDur.Record(context.Background(), d.Seconds())
+func (m *metrics) holdTime(acquired time.Time) {
+	if acquired.IsZero() {
+		return
+	}
+	m.holdDur.Record(context.Background(), time.Since(acquired).Seconds())
 }
 
 func (m *metrics) renewal(err error) {

@@ -157,3 +157,15 @@ type Backend interface {
 	// It does not wait for, or remove, claims. Later calls return ErrClosed.
 	Close() error
 }
+
+// Local is an optional interface for a Backend that keeps its state in this
+// process and never waits on I/O, such as backend/memory. The client relies
+// on two properties of such a backend to keep per-call contexts off its hot
+// path: Release and Revoke complete at once whatever their context, and
+// Revoke ends every Acquire waiting on the revoked lease. Do not implement
+// it for a backend that talks to anything outside the process.
+type Local interface {
+	Backend
+	// Local marks the backend; it is never called.
+	Local()
+}
