@@ -1,0 +1,254 @@
+package etcdtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// Options configures Launch. The zero value asks for one member with its
+// data in a fresh temporary directory on free ports.
+type Options struct {
+	// Members is the number of members; 0 means 1.
+	Members int
+	// Dir holds the members' data directories. Empty means a fresh
+	// temporary directory that Close removes; a directory given here is
+	// left in place.
+	Dir string
+	// ClientAddrs, if set, fixes the client address (host:port) of each
+	// member, in order; port 0 picks a free port. Members beyond the list
+	// get free ports on 127.0.0.1.
+	ClientAddrs []string
+}
+
+// Cluster is a set of embedded etcd members in this process. Its methods
+// are safe for concurrent use.
+type Cluster struct {
+	dir    string
+	ownDir bool
+
+	mu      sync.Mutex
+	members []*member
+}
+
+type member struct {
+	name      string
+	dir       string
+	clientURL url.URL
+	peerURL   url.URL
+	etcd      *embed.Etcd // nil while stopped
+}
+
+// Launch starts a cluster and waits until every member is ready to serve
+// (a leader is elected) or ctx ends. On failure everything it started is
+// stopped again.
+func Launch(ctx context.Context, opts Options) (*Cluster, error) {
+	n := max(opts.Members, 1)
+	c := &Cluster{dir: opts.Dir}
+	if c.dir == "" {
+		d, err := os.MkdirTemp("", "ashlock-etcd-")
+		if err != nil {
+			return nil, err
+		}
+		c.dir, c.ownDir = d, true
+	}
+	var initial []string
+	for i := range n {
+		clientAddr := ""
+		if i < len(opts.ClientAddrs) {
+			clientAddr = opts.ClientAddrs[i]
+		}
+		cu, err := loopbackURL(clientAddr)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		pu, err := loopbackURL("")
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		name := fmt.Sprintf("m%d", i)
+		c.members = append(c.members, &member{
+			name: name, dir: filepath.Join(c.dir, name), clientURL: cu, peerURL: pu,
+		})
+		initial = append(initial, name+"="+pu.String())
+	}
+	cluster := strings.Join(initial, ",")
+	for _, m := range c.members {
+		e, err := embed.StartEtcd(m.config(cluster))
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("etcdtest: start %s: %w", m.name, err)
+		}
+		m.etcd = e
+	}
+	for _, m := range c.members {
+		if err := waitReady(ctx, m.etcd); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("etcdtest: %s: %w", m.name, err)
+		}
+	}
+	return c, nil
+}
+
+func (m *member) config(initialCluster string) *embed.Config {
+	cfg := embed.NewConfig()
+	cfg.Name = m.name
+	cfg.Dir = m.dir
+	cfg.ListenClientUrls = []url.URL{m.clientURL}
+	cfg.AdvertiseClientUrls = []url.URL{m.clientURL}
+	cfg.ListenPeerUrls = []url.URL{m.peerURL}
+	cfg.AdvertisePeerUrls = []url.URL{m.peerURL}
+	cfg.InitialCluster = initialCluster
+	cfg.InitialClusterToken = "ashlock-test"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	cfg.EnableGRPCGateway = false
+	cfg.UnsafeNoFsync = true
+	return cfg
+}
+
+// waitReady waits for the member to join a cluster with a leader.
+func waitReady(ctx context.Context, e *embed.Etcd) error {
+	select {
+	case <-e.Server.ReadyNotify():
+		return nil
+	case err := <-e.Err():
+		return fmt.Errorf("failed while starting: %w", err)
+	case <-ctx.Done():
+		return fmt.Errorf("not ready: %w", ctx.Err())
+	}
+}
+
+// loopbackURL returns http://addr. An empty addr means 127.0.0.1 on a
+// free port, and so does port 0 on the given host. A free port is found by
+// listening on port 0 and closing the listener again; another process
+// could take it in between, which Launch reports as a start failure.
+func loopbackURL(addr string) (url.URL, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return url.URL{}, fmt.Errorf("etcdtest: address %q: %w", addr, err)
+	}
+	if port == "0" {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return url.URL{}, fmt.Errorf("etcdtest: find a free port: %w", err)
+		}
+		addr = l.Addr().String()
+		if err := l.Close(); err != nil {
+			return url.URL{}, err
+		}
+	}
+	return url.URL{Scheme: "http", Host: addr}, nil
+}
+
+// Endpoints returns the client address (host:port) of every member,
+// stopped ones included, in member order.
+func (c *Cluster) Endpoints() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, len(c.members))
+	for i, m := range c.members {
+		out[i] = m.clientURL.Host
+	}
+	return out
+}
+
+// Size returns the number of members.
+func (c *Cluster) Size() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.members)
+}
+
+// NewClient returns a client of all members with a no-op logger and a 5s
+// dial timeout; configure, if non-nil, may change the config first (for
+// credentials, say). The caller closes it.
+func (c *Cluster) NewClient(configure func(*clientv3.Config)) (*clientv3.Client, error) {
+	cfg := clientv3.Config{
+		Endpoints:   c.Endpoints(),
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	}
+	if configure != nil {
+		configure(&cfg)
+	}
+	return clientv3.New(cfg)
+}
+
+// StopMember stops member i, keeping its data directory. Stopping a
+// stopped member does nothing.
+func (c *Cluster) StopMember(i int) {
+	c.mu.Lock()
+	m := c.members[i]
+	e := m.etcd
+	m.etcd = nil
+	c.mu.Unlock()
+	if e != nil {
+		e.Close()
+	}
+}
+
+// RestartMember starts stopped member i again on the same ports with its
+// existing data, and waits until it is ready or ctx ends. Restarting a
+// running member does nothing.
+func (c *Cluster) RestartMember(ctx context.Context, i int) error {
+	c.mu.Lock()
+	m := c.members[i]
+	if m.etcd != nil {
+		c.mu.Unlock()
+		return nil
+	}
+	var initial []string
+	for _, o := range c.members {
+		initial = append(initial, o.name+"="+o.peerURL.String())
+	}
+	cfg := m.config(strings.Join(initial, ","))
+	cfg.ClusterState = embed.ClusterStateFlagExisting
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		c.mu.Unlock()
+		return fmt.Errorf("etcdtest: restart %s: %w", m.name, err)
+	}
+	m.etcd = e
+	c.mu.Unlock()
+	if err := waitReady(ctx, e); err != nil {
+		return fmt.Errorf("etcdtest: restart %s: %w", m.name, err)
+	}
+	return nil
+}
+
+// Close stops every member and removes the data directory if Launch
+// created it. It is safe to call more than once.
+func (c *Cluster) Close() error {
+	c.mu.Lock()
+	members := c.members
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for i := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.StopMember(i)
+		}()
+	}
+	wg.Wait()
+	if c.ownDir {
+		return errors.Join(os.RemoveAll(c.dir))
+	}
+	return nil
+}
