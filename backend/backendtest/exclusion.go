@@ -42,7 +42,7 @@ func testMutualExclusion(f *fixture) {
 		rq.Fair = (w+r)%3 != 0 // a third of the requests are non-fair
 		c, err := f.b.Acquire(ctx, rq)
 		if err != nil {
-			return fmt.Errorf("Acquire (fair=%v): %w", rq.Fair, err)
+			return fmt.Errorf("acquire (fair=%v): %w", rq.Fair, err)
 		}
 		if n := holders.Add(1); n != 1 {
 			report(fmt.Errorf("%s holds the key together with %d other claim(s)", rq.Owner, n-1))
@@ -53,13 +53,13 @@ func testMutualExclusion(f *fixture) {
 		// Asking the store while holding both widens the window in which
 		// an overlap would show and checks that the store agrees.
 		if info, err := f.b.Inspect(ctx, key); err != nil {
-			report(fmt.Errorf("Inspect while holding: %w", err))
+			report(fmt.Errorf("inspect while holding: %w", err))
 		} else if !info.Held || info.Token != c.Token {
 			report(fmt.Errorf("%s holds token %d but Inspect says held=%v by token %d", rq.Owner, c.Token, info.Held, info.Token))
 		}
 		holders.Add(-1)
 		if err := f.b.Release(ctx, c); err != nil {
-			return fmt.Errorf("Release: %w", err)
+			return fmt.Errorf("release: %w", err)
 		}
 		return nil
 	}
