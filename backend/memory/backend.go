@@ -72,11 +72,13 @@ func New(opts ...Option) *Backend {
 }
 
 // Close stops every lease timer, makes blocked Acquires and hanging
-// KeepAlives return ErrClosed, and waits for OnLost callbacks already being
-// delivered to return. Claims are neither released nor reported lost. Every
-// later call except Close returns an error wrapping backend.ErrClosed; a
-// second Close returns nil. After Close returns the Backend runs no
-// goroutine.
+// KeepAlives return backend.ErrClosed, and waits for OnLost callbacks
+// already being delivered to return; it must therefore not be called from
+// an OnLost callback. Claims are neither released nor reported lost. Every
+// later call except Close returns an error wrapping backend.ErrClosed, and
+// the fault hooks do nothing; a second Close returns nil. Once Close has
+// returned no OnLost is called and the Backend has no goroutine left, save
+// a lease timer that fired at that very moment and returns at once.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {

@@ -64,11 +64,14 @@ func (b *Backend) leaseTimerFired(l *lease, gen uint64) {
 
 // KeepAlive renews lease id for its full TTL and returns that TTL. The
 // renewal takes effect when it reaches the store: at once, or after the
-// delay set by DelayRenewals, during which KeepAlive blocks. An ended lease
-// yields an error wrapping backend.ErrLeaseExpired, and an error set with
-// FailRenewals is returned (wrapped) without renewing. If ctx ends first,
-// KeepAlive returns backend.ErrUnavailable joined with ctx's error and does
-// not renew; after Close it returns backend.ErrClosed.
+// delay set by DelayRenewals, during which KeepAlive blocks; the new
+// deadline counts from then, which is never earlier than the caller's send
+// time. An ended (or never granted) lease yields an error wrapping
+// backend.ErrLeaseExpired, and an error set with FailRenewals is returned
+// wrapped, without renewing. A ctx that has already ended fails KeepAlive at
+// once with ctx's error; one that ends during a delay makes it return
+// backend.ErrUnavailable joined with ctx's error. Neither renews. After
+// Close, KeepAlive returns backend.ErrClosed.
 func (b *Backend) KeepAlive(ctx context.Context, id backend.LeaseID) (time.Duration, error) {
 	if ctx.Err() != nil {
 		return 0, fmt.Errorf("memory: keep-alive of lease %d: %w", id, ctxErr(ctx))
