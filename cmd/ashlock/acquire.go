@@ -1,0 +1,133 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/ash-lock/ashlock"
+)
+
+// held is a lock ashlock holds and the client it came from.
+type held struct {
+	client *ashlock.LockClient
+	guard  *ashlock.Guard
+}
+
+// release unlocks and closes the client, each bounded by a timeout of its
+// own so that a dead backend cannot keep ashlock from exiting. If the
+// release fails, Close revokes the client's lease; if that fails too, the
+// claim lapses when its TTL runs out.
+func (h *held) release(e *env) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	// A lost lock has been reported already; Unlock still removes the
+	// claim if the store has it, and its ErrLeaseExpired adds nothing.
+	if err := h.guard.Unlock(ctx); err != nil && !errors.Is(err, ashlock.ErrLeaseExpired) {
+		e.errorf("releasing %q: %v", h.guard.Key(), err)
+	}
+	closeClient(e, h.client)
+}
+
+// errInterrupted is the cancellation cause when a signal abandons the wait.
+var errInterrupted = errors.New("interrupted by a signal")
+
+// obtain connects and takes the lock. A signal that cancelsWait abandons
+// the attempt; others are dropped, there being no command yet to pass them
+// to. It returns the held lock, or nil and the exit code after reporting
+// why on stderr.
+func obtain(o runOptions, e *env, sigs <-chan os.Signal) (*held, int) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	type result struct {
+		h   *held
+		err error
+	}
+	// Connect and Acquire block, so they run aside while this goroutine
+	// watches for signals. The buffered channel lets the goroutine finish
+	// even if nobody reads; but we always read it, so that a lock granted
+	// just as a signal arrived is released, not leaked.
+	resc := make(chan result, 1)
+	go func() {
+		h, err := o.lock(ctx, e)
+		resc <- result{h, err}
+	}()
+	var caught os.Signal
+	for {
+		select {
+		case s := <-sigs:
+			if caught == nil && cancelsWait(s) {
+				caught = s
+				cancel(errInterrupted)
+			}
+		case r := <-resc:
+			switch {
+			case caught != nil:
+				if r.h != nil {
+					r.h.release(e)
+				}
+				if !o.quiet {
+					e.errorf("%q: not acquired: wait cancelled by SIG%s", o.key, signalName(caught))
+				}
+				return nil, exitNotAcquired
+			case r.err != nil:
+				code := acquireExitCode(r.err)
+				if code != exitNotAcquired || !o.quiet {
+					e.errorf("%s", describeAcquireError(o, r.err))
+				}
+				return nil, code
+			}
+			return r.h, exitOK
+		}
+	}
+}
+
+// lock connects and acquires as o asks. On failure nothing is left open.
+func (o runOptions) lock(ctx context.Context, e *env) (*held, error) {
+	client, err := connect(ctx, e, o.commonFlags)
+	if err != nil {
+		return nil, err
+	}
+	b := client.Lock(o.key).WithTTL(o.ttl)
+	if o.owner != "" {
+		b = b.WithOwner(o.owner)
+	}
+	actx, cancel := ctx, context.CancelFunc(func() {})
+	switch {
+	case o.timeout > 0:
+		actx, cancel = context.WithTimeout(ctx, o.timeout)
+	case o.try:
+		// One round trip: bound it like the connection, so that a backend
+		// that stops answering cannot hang a cron job.
+		actx, cancel = context.WithTimeout(ctx, o.connectTimeout)
+	}
+	defer cancel()
+	var g *ashlock.Guard
+	if o.try {
+		g, err = b.TryAcquire(actx)
+		if errors.Is(err, context.DeadlineExceeded) && o.timeout == 0 {
+			err = fmt.Errorf("%w: no answer within --connect-timeout %v: %w", ashlock.ErrUnavailable, o.connectTimeout, err)
+		}
+	} else {
+		g, err = b.Acquire(actx)
+	}
+	if err != nil {
+		closeClient(e, client)
+		return nil, err
+	}
+	return &held{client: client, guard: g}, nil
+}
+
+// describeAcquireError says in words why the lock was not taken.
+func describeAcquireError(o runOptions, err error) string {
+	switch {
+	case errors.Is(err, ashlock.ErrLocked):
+		return fmt.Sprintf("%q: not acquired: held elsewhere (--try)", o.key)
+	case errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ashlock.ErrUnavailable):
+		return fmt.Sprintf("%q: not acquired within --timeout %v", o.key, o.timeout)
+	}
+	return fmt.Sprintf("%q: %s", o.key, errText(err))
+}

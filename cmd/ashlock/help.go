@@ -1,0 +1,113 @@
+//go:build unix
+
+package main
+
+// The help texts are written out by hand rather than generated from the
+// flag sets, to read well; a test checks that every flag is in them.
+
+const toolHelp = `ashlock runs a command while holding a distributed lock, so that at most
+one copy of it runs at a time across processes and machines.
+
+Usage:
+  ashlock run [flags] KEY -- COMMAND [ARG...]   run COMMAND while holding KEY
+  ashlock inspect [flags] KEY                   show who holds KEY and who waits
+  ashlock help [run|inspect]                    show help
+
+Backends (--seed, default $ASHLOCK_SEED, else memory://):
+  etcd://HOST:PORT[,HOST:PORT...]/PREFIX/
+      etcd v3; locks are shared by everyone using the same endpoints and
+      PREFIX (default ashlock/). This is the backend to use.
+  memory://
+      in-process: every ashlock process has locks of its own, so this
+      excludes nothing between two ashlock runs. Useful for trying the
+      tool out only.
+
+Run 'ashlock run --help' for the exit codes and an example cron line.
+`
+
+const runHelp = `Usage: ashlock run [flags] KEY -- COMMAND [ARG...]
+
+Takes the lock KEY, runs COMMAND while holding it, and releases it when
+COMMAND exits. Two runs with the same KEY and backend never overlap: the
+second waits its turn (first come, first served), or gives up at once
+with --try. Flags go before KEY; everything after "--" is COMMAND.
+
+While COMMAND runs, ashlock keeps the lock's lease alive. If the lock is
+lost anyway (backend unreachable for longer than the TTL allows, lease
+revoked by an operator), ashlock sends SIGTERM to COMMAND's process group
+at once, SIGKILL after a grace of min(TTL/3, 10s), and exits 76.
+
+COMMAND runs in a process group of its own. The signals INT, TERM, HUP,
+QUIT, USR1 and USR2 sent to ashlock are passed on to that group. While
+ashlock is still waiting for the lock, INT, TERM, HUP and QUIT abandon the
+wait instead (exit 75; COMMAND never starts). If ashlock itself is killed,
+COMMAND is killed too (Linux), since nobody renews the lock after that.
+
+Flags:
+  --seed URL               backend (default $ASHLOCK_SEED, else memory://)
+  --ttl DURATION           lease TTL: how long the lock outlives a holder
+                           that died without releasing it (default 30s;
+                           etcd rounds up to whole seconds)
+  --try                    do not wait: exit 75 if KEY is held elsewhere
+  --timeout DURATION       give up waiting after DURATION (exit 75);
+                           default 0, wait as long as it takes
+  --owner LABEL            holder label shown by inspect (default host:pid)
+  --quiet                  no message when the lock is not acquired (75)
+  --connect-timeout DURATION
+                           bound on reaching the backend (default 10s)
+
+Environment given to COMMAND:
+  ASHLOCK_KEY              KEY
+  ASHLOCK_FENCING_TOKEN    the fencing token, a decimal number greater than
+                           that of every earlier holder of KEY. Pass it with
+                           each write to the guarded resource and have the
+                           resource refuse tokens below the highest it saw.
+  ASHLOCK_DEADLINE         RFC 3339 time at which the lock would lapse if
+                           no renewal succeeded, as of COMMAND's start. A
+                           hint only: renewals push it forward, and a lost
+                           lock ends earlier. Rely on SIGTERM, not on it.
+
+Exit status:
+  N     COMMAND's own exit status (128+S if it died of signal S), when the
+        lock was held throughout
+  64    usage error: bad flags or arguments, invalid KEY, TTL or seed
+  69    backend unavailable
+  70    internal error
+  75    not acquired: KEY held elsewhere (--try), --timeout passed, or the
+        wait was cancelled by a signal
+  76    lock lost while COMMAND ran; reported even if COMMAND then exited 0
+  126   COMMAND found but could not be started
+  127   COMMAND not found
+  For 64, 69, 75, 126 and 127 COMMAND did not run. ashlock writes a line
+  to stderr whenever the exit status is its own.
+
+Example: a cron job that runs on one machine at a time, skipping a turn
+while the previous run is still going:
+  */5 * * * * ashlock run --seed etcd://10.0.0.1:2379/ --try nightly-report -- /usr/local/bin/report
+`
+
+const inspectHelp = `Usage: ashlock inspect [flags] KEY
+
+Prints who holds KEY (owner label, fencing token, when acquired, stamp if
+any) and the runs waiting for it, in the order they will get it. Exits 0
+whether KEY is held or free.
+
+Flags:
+  --seed URL               backend (default $ASHLOCK_SEED, else memory://;
+                           memory:// always shows KEY free, being a fresh
+                           in-process store)
+  --json                   print one JSON object: key, held, owner, token,
+                           acquired_at, stamp, waiters [{owner, token}]
+  --connect-timeout DURATION
+                           bound on reaching the backend and reading KEY
+                           (default 10s)
+
+Exit status:
+  0     KEY inspected (held or free)
+  64    usage error
+  69    backend unavailable
+  70    internal error
+
+Example:
+  ashlock inspect --seed etcd://10.0.0.1:2379/ nightly-report
+`

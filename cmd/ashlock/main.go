@@ -1,0 +1,29 @@
+//go:build unix
+
+// Command ashlock runs a command while holding a distributed lock, and
+// shows who holds a lock.
+//
+//	ashlock run [flags] KEY -- COMMAND [ARG...]
+//	ashlock inspect [flags] KEY
+//
+// See "ashlock --help" for flags, environment and exit codes. The default
+// backend is in-process (memory://), which locks nothing across processes;
+// real use points --seed or $ASHLOCK_SEED at etcd.
+package main
+
+import (
+	"os"
+
+	"github.com/ash-lock/ashlock"
+)
+
+func main() {
+	os.Exit(dispatch(os.Args[1:], &env{
+		stdin:   os.Stdin,
+		stdout:  os.Stdout,
+		stderr:  os.Stderr,
+		getenv:  os.Getenv,
+		signals: notifySignals,
+		connect: ashlock.Connect,
+	}))
+}

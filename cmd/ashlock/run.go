@@ -1,0 +1,95 @@
+//go:build unix
+
+package main
+
+import (
+	"fmt"
+	"time"
+)
+
+// runOptions is a parsed "ashlock run" invocation.
+type runOptions struct {
+	commonFlags
+	ttl     time.Duration
+	try     bool
+	timeout time.Duration
+	owner   string
+	quiet   bool
+	key     string
+	argv    []string // the command and its arguments, after "--"
+}
+
+// parseRun parses the arguments of "ashlock run". Flags come before KEY;
+// everything after the "--" that follows KEY is the command, untouched.
+// It returns done == true, with the exit code, when ashlock should stop
+// here (help printed, or a usage error reported).
+func parseRun(args []string, e *env) (o runOptions, code int, done bool) {
+	fs := newFlagSet("run")
+	o.register(fs, e.getenv)
+	fs.DurationVar(&o.ttl, "ttl", 30*time.Second, "lease TTL")
+	fs.BoolVar(&o.try, "try", false, "do not wait")
+	fs.DurationVar(&o.timeout, "timeout", 0, "bound on the wait")
+	fs.StringVar(&o.owner, "owner", "", "holder label")
+	fs.BoolVar(&o.quiet, "quiet", false, "no message when not acquired")
+	if code, done := parseFlags(fs, "run", runHelp, args, e); done {
+		return o, code, true
+	}
+	rest := fs.Args()
+	switch {
+	case len(rest) == 0:
+		return o, e.usageError("run", "missing KEY and command"), true
+	case len(rest) == 1 || rest[1] != "--":
+		if len(rest) > 1 && len(rest[1]) > 1 && rest[1][0] == '-' {
+			return o, e.usageError("run", "want \"--\" after KEY, got %q (flags go before KEY)", rest[1]), true
+		}
+		return o, e.usageError("run", "want \"--\" between KEY and the command"), true
+	case len(rest) == 2:
+		return o, e.usageError("run", "missing the command after \"--\""), true
+	}
+	o.key, o.argv = rest[0], rest[2:]
+	if err := o.validate(); err != nil {
+		return o, e.usageError("run", "%v", err), true
+	}
+	return o, 0, false
+}
+
+func (o *runOptions) validate() error {
+	if err := o.commonFlags.validate(); err != nil {
+		return err
+	}
+	if o.ttl <= 0 {
+		return fmt.Errorf("--ttl must be positive, got %v", o.ttl)
+	}
+	if o.timeout < 0 {
+		return fmt.Errorf("--timeout must not be negative, got %v", o.timeout)
+	}
+	return nil
+}
+
+// graceFor is how long a command gets between SIGTERM and SIGKILL once
+// the lock is lost: a third of the TTL, at most 10s. It is shorter than
+// the lease so that the command is gone, or nearly, by the time another
+// holder can have the lock; fencing tokens cover the rest.
+func graceFor(ttl time.Duration) time.Duration {
+	return min(ttl/3, 10*time.Second)
+}
+
+// runCommand is "ashlock run": take the lock, run the command under it,
+// release it, and return the exit code.
+func runCommand(args []string, e *env) int {
+	o, code, done := parseRun(args, e)
+	if done {
+		return code
+	}
+	// Catch signals before connecting: from here on a default action
+	// would kill ashlock with its claim still queued.
+	sigs, stop := e.signals()
+	defer stop()
+
+	h, code := obtain(o, e, sigs)
+	if h == nil {
+		return code
+	}
+	defer h.release(e)
+	return supervise(h, o, e, sigs)
+}

@@ -1,0 +1,57 @@
+//go:build unix
+
+package main
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// forwarded are the signals ashlock catches from the moment it starts
+// working on a lock. While the command runs each one is passed on to the
+// command's process group; before that, see cancelsWait. Catching them all
+// from the start matters: a default action would kill ashlock and leave its
+// claim in the queue until the lease expires.
+var forwarded = []os.Signal{
+	syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP,
+	syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2,
+}
+
+// cancelsWait reports whether sig, received while ashlock is still
+// connecting or waiting for the lock, abandons the attempt. The signals
+// whose default action is to stop a process do; SIGUSR1 and SIGUSR2 have
+// no command to go to yet and are dropped.
+func cancelsWait(sig os.Signal) bool {
+	switch sig {
+	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+		return true
+	}
+	return false
+}
+
+// notifySignals starts catching the forwarded signals and returns the
+// channel they arrive on and a function that restores their default
+// handling. The channel is buffered so that a burst is not lost while the
+// receiver is busy sending the previous one on.
+func notifySignals() (<-chan os.Signal, func()) {
+	ch := make(chan os.Signal, 2*len(forwarded))
+	signal.Notify(ch, forwarded...)
+	return ch, func() { signal.Stop(ch) }
+}
+
+// signalName is sig's short name for messages ("TERM", "INT").
+func signalName(sig os.Signal) string {
+	if s, ok := sig.(syscall.Signal); ok {
+		if name := sigNames[s]; name != "" {
+			return name
+		}
+	}
+	return sig.String()
+}
+
+var sigNames = map[syscall.Signal]string{
+	syscall.SIGINT: "INT", syscall.SIGTERM: "TERM", syscall.SIGHUP: "HUP",
+	syscall.SIGQUIT: "QUIT", syscall.SIGUSR1: "USR1", syscall.SIGUSR2: "USR2",
+	syscall.SIGKILL: "KILL",
+}
