@@ -45,22 +45,40 @@ var (
 	attrOK        = newOutcome("ok")
 )
 
+// Bucket boundaries, in seconds, suggested to the SDK for each histogram
+// (an application's views override them). Without them the SDK's defaults,
+// made for milliseconds (0, 5, 10, 25 ... 10000), would put nearly every
+// sample of these second-valued histograms in one bucket.
+var (
+	// latencyBounds: an uncontended acquisition takes well under a
+	// millisecond in process and a round trip or two on etcd; waits behind
+	// a holder can last minutes.
+	latencyBounds = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
+	// holdBounds: critical sections from a millisecond to an hour.
+	holdBounds = []float64{0.001, 0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600}
+	// marginBounds: what matters is how close renewals come to the
+	// deadline, so the low end is fine-grained; the top covers the default
+	// 30s TTL.
+	marginBounds = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 20, 25, 30, 60}
+)
+
 func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
 	m := mp.Meter("github.com/ash-lock/ashlock")
 	var errs []error
-	hist := func(name, desc string) metric.Float64Histogram {
-		h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc))
+	hist := func(name, desc string, bounds []float64) metric.Float64Histogram {
+		h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc),
+			metric.WithExplicitBucketBoundaries(bounds...))
 		errs = append(errs, err)
 		return h
 	}
 	out := &metrics{
-		acquireDur: hist("ashlock.acquire.duration", "Time from Acquire or TryAcquire to its outcome."),
-		waitDur:    hist("ashlock.wait.duration", "Time a successful Acquire spent waiting for the key."),
-		holdDur:    hist("ashlock.hold.duration", "Time from acquisition to Unlock."),
-		marginHist: hist("ashlock.renew.margin", "Time left on a lease's local deadline when a renewal was confirmed."),
+		acquireDur: hist("ashlock.acquire.duration", "Time from Acquire or TryAcquire to its outcome.", latencyBounds),
+		waitDur:    hist("ashlock.wait.duration", "Time a successful Acquire spent waiting for the key.", latencyBounds),
+		holdDur:    hist("ashlock.hold.duration", "Time from acquisition to Unlock.", holdBounds),
+		marginHist: hist("ashlock.renew.margin", "Time left on a lease's local deadline when a renewal was confirmed.", marginBounds),
 	}
 	var err error
 	out.heldLocks, err = m.Int64UpDownCounter("ashlock.held", metric.WithUnit("{lock}"), metric.WithDescription("Guards currently held."))
