@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -21,10 +22,17 @@ type inspectOptions struct {
 	key  string
 }
 
-func parseInspect(args []string, e *env) (o inspectOptions, code int, done bool) {
+// flagSet returns the flags of "ashlock inspect", bound to o's fields.
+func (o *inspectOptions) flagSet(getenv func(string) string) *flag.FlagSet {
 	fs := newFlagSet("inspect")
-	o.register(fs, e.getenv)
+	o.register(fs, getenv)
 	fs.BoolVar(&o.json, "json", false, "print JSON")
+	return fs
+}
+
+// parseInspect parses the arguments of "ashlock inspect" as parseRun does.
+func parseInspect(args []string, e *env) (o inspectOptions, code int, done bool) {
+	fs := o.flagSet(e.getenv)
 	if code, done := parseFlags(fs, "inspect", inspectHelp, args, e); done {
 		return o, code, true
 	}

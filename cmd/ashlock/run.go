@@ -3,6 +3,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"time"
 )
@@ -24,13 +25,7 @@ type runOptions struct {
 // It returns done == true, with the exit code, when ashlock should stop
 // here (help printed, or a usage error reported).
 func parseRun(args []string, e *env) (o runOptions, code int, done bool) {
-	fs := newFlagSet("run")
-	o.register(fs, e.getenv)
-	fs.DurationVar(&o.ttl, "ttl", 30*time.Second, "lease TTL")
-	fs.BoolVar(&o.try, "try", false, "do not wait")
-	fs.DurationVar(&o.timeout, "timeout", 0, "bound on the wait")
-	fs.StringVar(&o.owner, "owner", "", "holder label")
-	fs.BoolVar(&o.quiet, "quiet", false, "no message when not acquired")
+	fs := o.flagSet(e.getenv)
 	if code, done := parseFlags(fs, "run", runHelp, args, e); done {
 		return o, code, true
 	}
@@ -51,6 +46,18 @@ func parseRun(args []string, e *env) (o runOptions, code int, done bool) {
 		return o, e.usageError("run", "%v", err), true
 	}
 	return o, 0, false
+}
+
+// flagSet returns the flags of "ashlock run", bound to o's fields.
+func (o *runOptions) flagSet(getenv func(string) string) *flag.FlagSet {
+	fs := newFlagSet("run")
+	o.register(fs, getenv)
+	fs.DurationVar(&o.ttl, "ttl", 30*time.Second, "lease TTL")
+	fs.BoolVar(&o.try, "try", false, "do not wait")
+	fs.DurationVar(&o.timeout, "timeout", 0, "bound on the wait")
+	fs.StringVar(&o.owner, "owner", "", "holder label")
+	fs.BoolVar(&o.quiet, "quiet", false, "no message when not acquired")
+	return fs
 }
 
 func (o *runOptions) validate() error {

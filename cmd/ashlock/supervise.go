@@ -97,7 +97,9 @@ func finish(h *held, o runOptions, e *env, cmd *exec.Cmd, waitErr error, stop *s
 	}
 	// Processes the command started may still be running in its group
 	// without the lock: give them the rest of the grace, then kill them.
-	stop.drain()
+	if stop.drain() {
+		e.errorf("%q: processes left in the command's group after %v; sending SIGKILL", o.key, stop.grace)
+	}
 	e.errorf("%q: exiting %d (lock lost); the command's own status was %d", o.key, exitLockLost, code)
 	return exitLockLost
 }
@@ -136,15 +138,16 @@ func (s *stopper) kill() {
 }
 
 // drain waits, after the leader has exited, until the rest of the group
-// has gone too or the grace is over, and then kills what is left.
+// has gone too or the grace is over, and then kills what is left. It
+// reports whether it had to.
 //
 // The leader has been reaped, so its pid, which names the group, could in
 // principle be reused; the kernel does not hand out a pid while a group of
 // that number still has members, so the group can only be confused with
 // another once it is empty, and then kill(-pgid, 0) has already said so.
-func (s *stopper) drain() {
+func (s *stopper) drain() (killed bool) {
 	if s.killSent {
-		return
+		return false
 	}
 	tick := time.NewTicker(groupPollInterval)
 	defer tick.Stop()
@@ -152,10 +155,11 @@ func (s *stopper) drain() {
 		select {
 		case <-s.timer.C:
 			s.kill()
-			return
+			return true
 		case <-tick.C:
 		}
 	}
+	return false
 }
 
 func (s *stopper) close() {

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+func TestBinaryCommandDoesNotOutliveAshlock(t *testing.T) {
+	cmd, lines := startBinary(t, "run", "job", "--", "sh", "-c", `echo pid=$$; exec sleep 60`)
+	pid, err := strconv.Atoi(strings.TrimPrefix(nextLine(t, lines, "pid="), "pid="))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, cmd); code != -1 {
+		t.Errorf("ashlock exit code = %d, want -1 (killed)", code)
+	}
+	eventually(t, "the command to die with ashlock", func() bool { return processGone(pid) })
+}
+
+// openPTY opens a new pseudo-terminal and returns its master and slave.
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { master.Close() })
+	raw, err := master.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint32
+	var errno syscall.Errno
+	err = raw.Control(func(fd uintptr) {
+		var unlock int32
+		if _, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); errno != 0 {
+			return
+		}
+		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n)))
+	})
+	if err != nil || errno != 0 {
+		t.Fatalf("setting up the pty: %v %v", err, errno)
+	}
+	slave, err = os.OpenFile("/dev/pts/"+strconv.FormatUint(uint64(n), 10), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { slave.Close() })
+	return master, slave
+}
+
+// TestBinaryGivesTheCommandTheTerminal runs ashlock as the session leader
+// of a pseudo-terminal, as a login shell would, and has the command read a
+// line from the terminal. Were the command left in a background group, the
+// read would stop it (SIGTTIN) and the test would time out.
+func TestBinaryGivesTheCommandTheTerminal(t *testing.T) {
+	master, slave := openPTY(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "run", "job", "--", "sh", "-c",
+		`echo prompt; read line; echo "got:$line"; exit 5`)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close() // ours; the terminal now lives as long as ashlock's copies
+
+	if err := master.SetReadDeadline(time.Now().Add(testTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan []byte, 1)
+	go func() {
+		var all bytes.Buffer
+		buf := make([]byte, 256)
+		for {
+			n, err := master.Read(buf)
+			all.Write(buf[:n])
+			if bytes.Contains(all.Bytes(), []byte("prompt")) && !bytes.Contains(all.Bytes(), []byte("hello")) {
+				master.Write([]byte("hello\n"))
+			}
+			if err != nil { // EIO once every process has closed the terminal
+				out <- all.Bytes()
+				return
+			}
+		}
+	}()
+	got := <-out
+	if code := waitExit(t, cmd); code != 5 {
+		t.Errorf("exit code = %d, want 5 (the command's); terminal showed %q", code, got)
+	}
+	if !bytes.Contains(got, []byte("got:hello")) {
+		t.Errorf("terminal showed %q, want the command to have read the line", got)
+	}
+}

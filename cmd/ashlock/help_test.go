@@ -1,0 +1,97 @@
+//go:build unix
+
+package main
+
+import (
+	"flag"
+	"strings"
+	"testing"
+)
+
+func TestHelp(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string // text of this help
+	}{
+		{"--help", []string{"--help"}, toolHelp},
+		{"-h", []string{"-h"}, toolHelp},
+		{"help", []string{"help"}, toolHelp},
+		{"help run", []string{"help", "run"}, runHelp},
+		{"run --help", []string{"run", "--help"}, runHelp},
+		{"run -h after flags", []string{"run", "--try", "-h"}, runHelp},
+		{"help inspect", []string{"help", "inspect"}, inspectHelp},
+		{"inspect --help", []string{"inspect", "--help"}, inspectHelp},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			if code := f.run(tt.args...); code != 0 {
+				t.Errorf("exit code = %d, want 0", code)
+			}
+			if got := f.stdout.String(); got != tt.want {
+				t.Errorf("stdout is not the expected help text:\n%s", got)
+			}
+			if f.stderr.String() != "" {
+				t.Errorf("stderr = %q, want nothing", f.stderr)
+			}
+		})
+	}
+}
+
+func TestHelpDocumentsEveryFlag(t *testing.T) {
+	getenv := func(string) string { return "" }
+	tests := []struct {
+		name string
+		fs   *flag.FlagSet
+		help string
+	}{
+		{"run", new(runOptions).flagSet(getenv), runHelp},
+		{"inspect", new(inspectOptions).flagSet(getenv), inspectHelp},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.fs.VisitAll(func(fl *flag.Flag) {
+				if !strings.Contains(tt.help, "\n  --"+fl.Name+" ") && !strings.Contains(tt.help, "\n  --"+fl.Name+"\n") {
+					t.Errorf("help does not list --%s", fl.Name)
+				}
+			})
+		})
+	}
+}
+
+func TestRunHelpDocumentsEveryExitCode(t *testing.T) {
+	for _, code := range []string{"64", "69", "70", "75", "76", "126", "127", "N"} {
+		if !strings.Contains(runHelp, "\n  "+code+" ") {
+			t.Errorf("run help does not document exit code %s", code)
+		}
+	}
+	for _, want := range []string{"ASHLOCK_KEY", "ASHLOCK_FENCING_TOKEN", "ASHLOCK_DEADLINE", "ASHLOCK_SEED", "128+S", "*/5 * * * * ashlock run"} {
+		if !strings.Contains(runHelp, want) {
+			t.Errorf("run help does not mention %s", want)
+		}
+	}
+}
+
+func TestDispatchUsageErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no command", nil, "Usage:"},
+		{"unknown command", []string{"lock"}, `unknown command "lock"`},
+		{"help for an unknown command", []string{"help", "lock"}, `unknown command "lock"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			if code := f.run(tt.args...); code != exitUsage {
+				t.Errorf("exit code = %d, want %d", code, exitUsage)
+			}
+			if !strings.Contains(f.stderr.String(), tt.want) {
+				t.Errorf("stderr = %q, want %q", f.stderr, tt.want)
+			}
+		})
+	}
+}
