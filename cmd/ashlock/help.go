@@ -37,11 +37,14 @@ lost anyway (backend unreachable for longer than the TTL allows, lease
 revoked by an operator), ashlock sends SIGTERM to COMMAND's process group
 at once, SIGKILL after a grace of min(TTL/3, 10s), and exits 76.
 
-COMMAND runs in a process group of its own. The signals INT, TERM, HUP,
+COMMAND runs in a process group of its own (given the terminal if
+ashlock has it, so interactive commands work). The signals INT, TERM, HUP,
 QUIT, USR1 and USR2 sent to ashlock are passed on to that group. While
 ashlock is still waiting for the lock, INT, TERM, HUP and QUIT abandon the
 wait instead (exit 75; COMMAND never starts). If ashlock itself is killed,
 COMMAND is killed too (Linux), since nobody renews the lock after that.
+The lock is released when COMMAND exits; processes it left running in
+the background are not waited for and run on unprotected.
 
 Flags:
   --seed URL               backend (default $ASHLOCK_SEED, else memory://)

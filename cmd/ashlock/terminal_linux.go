@@ -28,6 +28,10 @@ func setForegroundGroup(fd, pgrp int) error {
 // setParentDeathSignal makes the kernel SIGKILL the command when ashlock
 // dies, however it dies: nobody renews the lease after that, so the
 // command would go on without the lock.
+//
+// The kernel sends it when the thread that started the command exits, not
+// the process. That is the same here: the Go runtime only ends threads
+// that a goroutine locked and left locked, and ashlock locks none.
 func setParentDeathSignal(attr *syscall.SysProcAttr) {
 	attr.Pdeathsig = syscall.SIGKILL
 }
