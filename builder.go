@@ -237,18 +237,27 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 	if c.metrics.timing() {
 		g.acquired = time.Now()
 	}
-	ended := g.err
+	// Decided under g.mu, which end takes too: either g is counted as held
+	// here and whoever ends it later (poisoning, Unlock, Close) uncounts
+	// it, or it ended first and is never counted.
+	ok := g.err == nil && c.wd.trusted(l)
+	if ok {
+		g.counted = true
+		c.metrics.held(1)
+	}
 	g.mu.Unlock()
-	if ended != nil || !c.wd.trusted(l) {
+	if !ok {
 		// The lease was lost (or the client closed) while the backend was
-		// granting the claim. Take the claim back and report the loss.
+		// granting the claim. End g first, so that a poisoning that has
+		// already picked it up neither counts nor reports it, then take the
+		// claim back and report the loss.
+		g.end(ErrUnlocked)
 		_ = c.release(ctx, g)
 		if c.closed.Load() {
 			return nil, ErrClosed
 		}
 		return nil, fmt.Errorf("%w: lease lost while acquiring %q", ErrLeaseExpired, b.key)
 	}
-	c.metrics.held(1)
 	return g, nil
 }
 

@@ -181,9 +181,7 @@ func (c *LockClient) shutdown(ctx context.Context) error {
 	leases := c.wd.close()
 	for l, guards := range leases {
 		for _, g := range guards {
-			if g.end(ErrUnlocked) && g.acquiredToken() != 0 {
-				c.metrics.held(-1)
-			}
+			g.end(ErrUnlocked) // uncounts it from the held gauge if it was handed out
 		}
 		select {
 		case <-l.ready:

@@ -25,8 +25,11 @@ type Guard struct {
 	mu    sync.Mutex
 	claim backend.Claim // set under mu once acquired; read-only after Acquire returns
 	err   error         // nil while valid
-	done  chan struct{} // made on first Done call, closed by end
-	onEnd func(error)   // cancel hook of a wait or of Do, run once by end
+	// counted: the guard was handed out and is counted in the held gauge;
+	// whoever ends it takes it out again, exactly once.
+	counted bool
+	done    chan struct{} // made on first Done call, closed by end
+	onEnd   func(error)   // cancel hook of a wait or of Do, run once by end
 }
 
 // closedChan is returned by Done for guards that ended before anyone asked.
@@ -120,15 +123,19 @@ func (g *Guard) end(err error) bool {
 	hook := g.onEnd
 	g.onEnd = nil
 	token := g.claim.Token
+	counted := g.counted
+	g.counted = false
 	g.mu.Unlock()
 	if hook != nil {
 		hook(err)
 	}
-	if token != 0 && !errors.Is(err, ErrUnlocked) {
-		// A held guard lost its lease; waiting acquisitions (token 0) are
-		// reported by Acquire instead.
-		g.client.log.Warn("ashlock: guard poisoned", "key", g.key, "token", token, "cause", err)
+	if counted {
 		g.client.metrics.held(-1)
+		if !errors.Is(err, ErrUnlocked) {
+			// A held guard lost its lease; acquisitions that never handed
+			// their guard out are reported by Acquire instead.
+			g.client.log.Warn("ashlock: guard poisoned", "key", g.key, "token", token, "cause", err)
+		}
 	}
 	return true
 }
@@ -184,7 +191,6 @@ func (g *Guard) Unlock(ctx context.Context) error {
 		g.client.release(ctx, g)
 		return err
 	}
-	g.client.metrics.held(-1)
 	g.client.metrics.holdTime(g.acquired)
 	return g.client.release(ctx, g)
 }
@@ -195,5 +201,3 @@ func (g *Guard) acquiredClaim() backend.Claim {
 	defer g.mu.Unlock()
 	return g.claim
 }
-
-func (g *Guard) acquiredToken() uint64 { return g.acquiredClaim().Token }

@@ -30,7 +30,13 @@ func (c *LockClient) release(ctx context.Context, g *Guard) error {
 	if c.local {
 		// An in-process store answers at once whatever ctx is; no timeout
 		// or cancellation shield needed.
-		return c.be.Release(ctx, claim)
+		err := c.be.Release(ctx, claim)
+		if err != nil {
+			// Only a closed store fails here; nothing to retry, but the
+			// claim was not released.
+			c.log.Warn("ashlock: release failed", "key", claim.Key, "token", claim.Token, "err", err)
+		}
+		return err
 	}
 	timeout := cleanupTimeout
 	if dl, ok := ctx.Deadline(); ok && ctx.Err() == nil {
