@@ -34,10 +34,11 @@ import (
 // fails (ErrUnavailable) or the Backend is closed (ErrClosed). When it fails
 // after its claim may have been created - even if etcd's reply was lost -
 // it deletes the claim by its name with a bounded context of its own, not
-// ctx, which may have ended. It does so before returning, except when etcd
-// did not answer (ErrUnavailable): then, so as not to hold the caller far
-// past its deadline, and whenever the first attempt fails, the deletion is
-// retried in the background until it succeeds or the Backend is closed.
+// ctx, which may have ended. It does so before returning (taking up to 5s
+// more if etcd is slow), except when ctx ended while etcd was not answering:
+// then, so as not to hold the caller far past its deadline, and whenever
+// the first attempt fails, the deletion is retried in the background until
+// it succeeds or the Backend is closed.
 // Safe for concurrent use; two concurrent calls must not share a claim ID.
 func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Claim, error) {
 	if b.closed.Load() {
@@ -68,7 +69,10 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 	if err != nil {
 		b.reg.remove(e)
 		if a.mayExist {
-			b.discard(ctx, a.claimKey, a.token, !errors.Is(err, backend.ErrUnavailable))
+			// Clean up before returning unless that could keep the caller
+			// long past its deadline: etcd just failed to answer in time.
+			now := ctx.Err() == nil || !errors.Is(err, backend.ErrUnavailable)
+			b.discard(ctx, a.claimKey, a.token, now)
 		}
 		return backend.Claim{}, err
 	}

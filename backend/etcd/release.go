@@ -53,11 +53,11 @@ func (b *Backend) deleteClaim(ctx context.Context, key string, token int64) erro
 // a dead caller context nor is skipped because of one.
 //
 // With now set it tries once before returning, so that a failed Acquire
-// normally leaves nothing behind when it returns. Without it - the Acquire
-// failed because etcd did not answer, and an immediate retry would most
-// likely keep the caller waiting cleanupTimeout past its own deadline - and
-// whenever that first try fails, a background goroutine keeps trying with
-// backoff until it succeeds or the Backend is closed. The claim's lease
+// normally leaves nothing behind when it returns. Without it - the caller's
+// deadline passed while etcd did not answer, and an immediate retry would
+// most likely keep the caller waiting cleanupTimeout longer - and whenever
+// that first try fails, a background goroutine keeps trying with backoff
+// until it succeeds or the Backend is closed. The claim's lease
 // bounds how long a claim that cannot be deleted can block the key.
 func (b *Backend) discard(ctx context.Context, key string, token int64, now bool) {
 	try := func(parent context.Context) error {

@@ -2,7 +2,6 @@ package etcdtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -45,8 +44,10 @@ type Cluster struct {
 type member struct {
 	name      string
 	dir       string
-	clientURL url.URL
+	clientURL url.URL // the door, which clients use
+	innerURL  url.URL // where the member itself listens
 	peerURL   url.URL
+	door      *door
 	etcd      *embed.Etcd // nil while stopped
 }
 
@@ -74,14 +75,25 @@ func Launch(ctx context.Context, opts Options) (*Cluster, error) {
 			c.Close()
 			return nil, err
 		}
+		iu, err := loopbackURL("")
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
 		pu, err := loopbackURL("")
 		if err != nil {
 			c.Close()
 			return nil, err
 		}
+		d, err := openDoor(cu.Host, iu.Host)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("etcdtest: listen on %s: %w", cu.Host, err)
+		}
 		name := fmt.Sprintf("m%d", i)
 		c.members = append(c.members, &member{
-			name: name, dir: filepath.Join(c.dir, name), clientURL: cu, peerURL: pu,
+			name: name, dir: filepath.Join(c.dir, name),
+			clientURL: cu, innerURL: iu, peerURL: pu, door: d,
 		})
 		initial = append(initial, name+"="+pu.String())
 	}
@@ -107,7 +119,7 @@ func (m *member) config(initialCluster string) *embed.Config {
 	cfg := embed.NewConfig()
 	cfg.Name = m.name
 	cfg.Dir = m.dir
-	cfg.ListenClientUrls = []url.URL{m.clientURL}
+	cfg.ListenClientUrls = []url.URL{m.innerURL}
 	cfg.AdvertiseClientUrls = []url.URL{m.clientURL}
 	cfg.ListenPeerUrls = []url.URL{m.peerURL}
 	cfg.AdvertisePeerUrls = []url.URL{m.peerURL}
@@ -116,6 +128,9 @@ func (m *member) config(initialCluster string) *embed.Config {
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	cfg.EnableGRPCGateway = false
 	cfg.UnsafeNoFsync = true
+	// The cheapest password hashing bcrypt allows: tests with
+	// authentication create users and log in often.
+	cfg.BcryptCost = 4
 	return cfg
 }
 
@@ -190,8 +205,11 @@ func (c *Cluster) NewClient(configure func(*clientv3.Config)) (*clientv3.Client,
 	return clientv3.New(cfg)
 }
 
-// StopMember stops member i, keeping its data directory. Stopping a
-// stopped member does nothing.
+// StopMember stops member i. To its clients it looks like a crash: their
+// connections drop at once and new ones are refused. Inside the cluster
+// it is a clean shutdown: a leader hands leadership to another member
+// first, so the others serve on without an election timeout. Its data
+// directory is kept. Stopping a stopped member does nothing.
 func (c *Cluster) StopMember(i int) {
 	c.mu.Lock()
 	m := c.members[i]
@@ -199,6 +217,7 @@ func (c *Cluster) StopMember(i int) {
 	m.etcd = nil
 	c.mu.Unlock()
 	if e != nil {
+		m.door.close()
 		e.Close()
 	}
 }
@@ -225,6 +244,7 @@ func (c *Cluster) RestartMember(ctx context.Context, i int) error {
 		return fmt.Errorf("etcdtest: restart %s: %w", m.name, err)
 	}
 	m.etcd = e
+	m.door.open()
 	c.mu.Unlock()
 	if err := waitReady(ctx, e); err != nil {
 		return fmt.Errorf("etcdtest: restart %s: %w", m.name, err)
@@ -234,21 +254,34 @@ func (c *Cluster) RestartMember(ctx context.Context, i int) error {
 
 // Close stops every member and removes the data directory if Launch
 // created it. It is safe to call more than once.
+//
+// Members stop one at a time, the leader last: a leader stopping while
+// other members are still up hands its leadership over, which takes
+// etcd's request timeout (7s) if they are going down at the same time.
 func (c *Cluster) Close() error {
 	c.mu.Lock()
+	var order []int
+	leader := -1
+	for i, m := range c.members {
+		if m.etcd != nil && m.etcd.Server.Leader() == m.etcd.Server.MemberID() {
+			leader = i
+			continue
+		}
+		order = append(order, i)
+	}
+	if leader >= 0 {
+		order = append(order, leader)
+	}
 	members := c.members
 	c.mu.Unlock()
-	var wg sync.WaitGroup
-	for i := range members {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.StopMember(i)
-		}()
+	for _, i := range order {
+		c.StopMember(i)
 	}
-	wg.Wait()
+	for _, m := range members {
+		m.door.shut()
+	}
 	if c.ownDir {
-		return errors.Join(os.RemoveAll(c.dir))
+		return os.RemoveAll(c.dir)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@
 //
 // The servers log nothing (a no-op logger), elect leaders on etcd's default
 // timing (100ms heartbeat, 1s election timeout, so the smallest lease etcd
-// grants is 2s) and skip fsync: data survives a member's stop and restart
-// within the process, not a machine crash.
+// grants is 2s), skip fsync (data survives a member's stop and restart
+// within the process, not a machine crash) and hash passwords with the
+// lowest bcrypt cost.
 package etcdtest

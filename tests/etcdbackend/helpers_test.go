@@ -1,0 +1,171 @@
+package etcdbackend_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ash-lock/ashlock/backend"
+	"github.com/ash-lock/ashlock/backend/etcd"
+)
+
+// waitBound bounds every wait in these tests for something that should
+// happen promptly.
+const waitBound = 10 * time.Second
+
+// grant grants a lease of ttl on b and revokes it in t.Cleanup.
+func grant(t testing.TB, b *etcd.Backend, ttl time.Duration) backend.Lease {
+	t.Helper()
+	l, err := b.Grant(testCtx(t, waitBound), ttl)
+	if err != nil {
+		t.Fatalf("Grant(%v): %v", ttl, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+		defer cancel()
+		_ = b.Revoke(ctx, l.ID) // the backend may be closed by now
+	})
+	return l
+}
+
+// request builds a fair, waiting request with a fresh claim ID.
+func request(key string, l backend.Lease, owner string) backend.AcquireRequest {
+	return backend.AcquireRequest{Key: key, ID: uuid.NewString(), Lease: l.ID, Owner: owner, Wait: true, Fair: true}
+}
+
+// acquire runs req to success or fails the test.
+func acquire(t testing.TB, b *etcd.Backend, req backend.AcquireRequest) backend.Claim {
+	t.Helper()
+	c, err := b.Acquire(testCtx(t, waitBound), req)
+	if err != nil {
+		t.Fatalf("Acquire %q by %s: %v", req.Key, req.Owner, err)
+	}
+	return c
+}
+
+type result struct {
+	claim backend.Claim
+	err   error
+}
+
+// start runs req in the background; the channel delivers its result.
+func start(ctx context.Context, b *etcd.Backend, req backend.AcquireRequest) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		c, err := b.Acquire(ctx, req)
+		ch <- result{c, err}
+	}()
+	return ch
+}
+
+// await waits up to waitBound for a background Acquire.
+func await(t testing.TB, ch <-chan result, what string) result {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(waitBound):
+		t.Fatalf("%s: Acquire did not return within %v", what, waitBound)
+		return result{}
+	}
+}
+
+// notYet checks that a background Acquire has not returned.
+func notYet(t testing.TB, ch <-chan result, what string) {
+	t.Helper()
+	select {
+	case r := <-ch:
+		t.Fatalf("%s: Acquire returned early (token %d, err %v)", what, r.claim.Token, r.err)
+	default:
+	}
+}
+
+// keys lists the etcd keys under prefix.
+func keys(t testing.TB, cli *clientv3.Client, prefix string) []string {
+	t.Helper()
+	resp, err := cli.Get(testCtx(t, waitBound), prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, len(resp.Kvs))
+	for i, kv := range resp.Kvs {
+		out[i] = string(kv.Key)
+	}
+	return out
+}
+
+// claimKeyOf finds the etcd key of the claim with id under prefix.
+func claimKeyOf(t testing.TB, cli *clientv3.Client, prefix, id string) string {
+	t.Helper()
+	for _, k := range keys(t, cli, prefix) {
+		if strings.HasSuffix(k, "/"+id) {
+			return k
+		}
+	}
+	t.Fatalf("no claim %s under %q", id, prefix)
+	return ""
+}
+
+// awaitCount waits, by watching rather than polling, until exactly n keys
+// exist under prefix.
+func awaitCount(t testing.TB, cli *clientv3.Client, prefix string, n int64) {
+	t.Helper()
+	ctx := testCtx(t, waitBound)
+	for {
+		resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatalf("waiting for %d keys under %q: %v", n, prefix, err)
+		}
+		if resp.Count == n {
+			return
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		wch := cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+		select {
+		case <-wch:
+		case <-ctx.Done():
+			cancel()
+			t.Fatalf("%d keys under %q after %v, want %d", resp.Count, prefix, waitBound, n)
+		}
+		cancel()
+	}
+}
+
+// lostSignal records the first OnLost call of a claim.
+type lostSignal struct {
+	once  sync.Once
+	fired chan struct{}
+	at    time.Time
+	cause error
+	calls chan struct{} // one entry per call, to count repeats
+}
+
+func newLostSignal() *lostSignal {
+	return &lostSignal{fired: make(chan struct{}), calls: make(chan struct{}, 16)}
+}
+
+func (l *lostSignal) onLost(cause error) {
+	l.calls <- struct{}{}
+	l.once.Do(func() {
+		l.at, l.cause = time.Now(), cause
+		close(l.fired)
+	})
+}
+
+// await waits up to bound for OnLost and returns how long after since it
+// came.
+func (l *lostSignal) await(t testing.TB, bound time.Duration, since time.Time) time.Duration {
+	t.Helper()
+	select {
+	case <-l.fired:
+		return l.at.Sub(since)
+	case <-time.After(bound):
+		t.Fatalf("OnLost not called within %v", bound)
+		return 0
+	}
+}
