@@ -1,0 +1,213 @@
+package bench_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// waiterCounts are the queue lengths BenchmarkHandoff measures.
+var waiterCounts = []int{8, 32, 128}
+
+// cycleFunc takes a lock, blocking until it is held or ctx ends, and
+// returns the function that releases it.
+type cycleFunc func(ctx context.Context) (release func(context.Context) error, err error)
+
+// handoffSetup makes n contenders for one key under prefix, each on its own
+// etcd client counted by ctr.
+type handoffSetup func(b *testing.B, ctr *rpcCounter, prefix string, n int) []cycleFunc
+
+// BenchmarkHandoff has N contenders, one client each, take turns on one key
+// with an empty critical section. A contender that releases asks again as
+// soon as another contender has taken the lock, so every acquisition is a
+// real handoff from one client to another and N-1 contenders are waiting
+// (or about to) at any time. Without that rule an unfair lock such as naive
+// mostly hands the key back to the client that just released it, which
+// measures barging, not handoff. ns/op is the time per handoff; metrics:
+// handoffs/s, rpcs/handoff (requests sent by all clients together) and
+// msgs-in/handoff (watch events and other stream messages received).
+//
+// Targets: ashlock's handoffs/s at least etcd-mutex's at each size, and
+// rpcs/handoff constant in N. naive is the put-if-absent-and-watch lock
+// whose herd of waiters the queue avoids.
+func BenchmarkHandoff(b *testing.B) {
+	impls := []struct {
+		name  string
+		setup handoffSetup
+	}{
+		{"ashlock", ashlockContenders},
+		{"etcd-mutex", mutexContenders},
+		{"naive", naiveContenders},
+	}
+	for _, n := range waiterCounts {
+		b.Run(fmt.Sprintf("waiters=%d", n), func(b *testing.B) {
+			for _, impl := range impls {
+				b.Run("impl="+impl.name, func(b *testing.B) {
+					var ctr rpcCounter
+					cycles := impl.setup(b, &ctr, newPrefix("handoff"), n)
+					runHandoff(b, &ctr, cycles)
+				})
+			}
+		})
+	}
+}
+
+func ashlockContenders(b *testing.B, ctr *rpcCounter, prefix string, n int) []cycleFunc {
+	cycles := make([]cycleFunc, n)
+	for i := range cycles {
+		cli := newEtcd(b, ctr)
+		if i == 0 {
+			compact(b, cli)
+		}
+		c, _ := newAshlock(b, cli, prefix)
+		lock := c.Lock("k")
+		cycles[i] = func(ctx context.Context) (func(context.Context) error, error) {
+			g, err := lock.Acquire(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return g.Unlock, nil
+		}
+	}
+	return cycles
+}
+
+func mutexContenders(b *testing.B, ctr *rpcCounter, prefix string, n int) []cycleFunc {
+	cycles := make([]cycleFunc, n)
+	for i := range cycles {
+		cli := newEtcd(b, ctr)
+		if i == 0 {
+			compact(b, cli)
+		}
+		m := concurrency.NewMutex(newSession(b, cli, 0), prefix+"k")
+		cycles[i] = func(ctx context.Context) (func(context.Context) error, error) {
+			if err := m.Lock(ctx); err != nil {
+				return nil, err
+			}
+			return m.Unlock, nil
+		}
+	}
+	return cycles
+}
+
+func naiveContenders(b *testing.B, ctr *rpcCounter, prefix string, n int) []cycleFunc {
+	cycles := make([]cycleFunc, n)
+	for i := range cycles {
+		cli := newEtcd(b, ctr)
+		if i == 0 {
+			compact(b, cli)
+		}
+		l := &naiveLock{cli: cli, key: prefix + "k", id: fmt.Sprint("holder-", i), lease: newSession(b, cli, 0).Lease()}
+		cycles[i] = func(ctx context.Context) (func(context.Context) error, error) {
+			if err := l.lock(ctx); err != nil {
+				return nil, err
+			}
+			return l.unlock, nil
+		}
+	}
+	return cycles
+}
+
+// runHandoff runs the contenders until b.N handoffs have been timed. The
+// first len(cycles) acquisitions are a warm-up that fills the queue; the
+// timer and the request counts cover the next b.N acquisitions only, so
+// that N-1 contenders are waiting during all of the measured part (the
+// ones still waiting at the end are cancelled, untimed).
+func runHandoff(b *testing.B, ctr *rpcCounter, cycles []cycleFunc) {
+	b.StopTimer()
+	base := runCtx(b)
+	ctx, stop := context.WithCancel(base)
+	defer stop()
+
+	warm := int64(len(cycles))
+	total := warm + int64(b.N)
+	var count atomic.Int64
+	var next turns
+	warmed, finished := make(chan struct{}), make(chan struct{})
+	failed := make(chan error, len(cycles)) // each contender sends at most once
+
+	var wg sync.WaitGroup
+	for _, cycle := range cycles {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				release, err := cycle(ctx)
+				if err != nil {
+					if ctx.Err() == nil {
+						failed <- err
+					}
+					return
+				}
+				// Nobody else can take the lock before we release it, so
+				// the next close of this channel is another contender's.
+				othersTurn := next.taken()
+				switch count.Add(1) {
+				case warm:
+					close(warmed)
+				case total:
+					close(finished)
+				}
+				// base, not ctx: a holder still releases after the stop.
+				if err := release(base); err != nil {
+					failed <- err
+					return
+				}
+				select {
+				case <-othersTurn:
+				case <-ctx.Done():
+					return
+				}
+			}
+		})
+	}
+
+	await := func(ch <-chan struct{}) error {
+		select {
+		case <-ch:
+			return nil
+		case err := <-failed:
+			return err
+		case <-base.Done():
+			return errors.New("handoff: run timed out")
+		}
+	}
+	err := await(warmed)
+	if err == nil {
+		before := ctr.snapshot()
+		b.ResetTimer()
+		b.StartTimer()
+		err = await(finished)
+		b.StopTimer()
+		if err == nil {
+			reportRPCs(b, before, ctr.snapshot(), b.N, "handoff")
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "handoffs/s")
+		}
+	}
+	stop()
+	wg.Wait()
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// turns tells a contender when someone else has taken the lock after it.
+type turns struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// taken records an acquisition: it closes the channel handed to the
+// previous holder and returns a fresh one, closed at the next acquisition.
+func (t *turns) taken() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ch != nil {
+		close(t.ch)
+	}
+	t.ch = make(chan struct{})
+	return t.ch
+}

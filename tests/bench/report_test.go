@@ -1,0 +1,32 @@
+package bench_test
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// runTimeout bounds one run of a benchmark function (one b.N round), so
+// that a stuck store fails the benchmark instead of hanging it.
+const runTimeout = 10 * time.Minute
+
+// runCtx returns a context for one run of a benchmark function, cancelled
+// in b.Cleanup.
+func runCtx(b testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	b.Cleanup(cancel)
+	return ctx
+}
+
+// reportRPCs reports what the counted clients sent per unit of work between
+// two snapshots: requests (unary calls and stream messages sent) as
+// "rpcs/<unit>" and stream messages received (watch events, keep-alive
+// answers) as "msgs-in/<unit>".
+func reportRPCs(b *testing.B, before, after counts, n int, unit string) {
+	if n <= 0 {
+		return
+	}
+	d := after.sub(before)
+	b.ReportMetric(float64(d.requests())/float64(n), "rpcs/"+unit)
+	b.ReportMetric(float64(d.streamRecv)/float64(n), "msgs-in/"+unit)
+}
