@@ -1,0 +1,111 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// enqueue is the fair path. One Txn: if the claim does not exist yet, read
+// the newest claim of the queue (the one just ahead of us), then create
+// ours; otherwise - an Acquire retried after a lost reply - read our claim
+// and the head of the queue.
+func (a *acquisition) enqueue(ctx context.Context) error {
+	now := time.Now()
+	notYet := clientv3.Compare(clientv3.CreateRevision(a.claimKey), "=", 0)
+	put := clientv3.OpPut(a.claimKey, a.record(now, backend.Timestamp{}), clientv3.WithLease(clientv3.LeaseID(a.req.Lease)))
+	// Ops of a Txn run in order: this Get sees the queue before our Put.
+	ahead := clientv3.OpGet(a.dir, clientv3.WithLastCreate()...)
+	head := clientv3.OpGet(a.dir, clientv3.WithFirstCreate()...)
+
+	a.mayExist = true
+	resp, err := a.b.cli.Txn(ctx).If(notYet).
+		Then(a.withStamp(ahead, put)...).
+		Else(a.withStamp(clientv3.OpGet(a.claimKey), head)...).
+		Commit()
+	if err != nil {
+		return rpcError(ctx, "acquire", err)
+	}
+	if resp.Succeeded {
+		if err := a.setToken(resp.Header.Revision); err != nil {
+			return err
+		}
+		kvs := resp.Responses[0].GetResponseRange().GetKvs()
+		if len(kvs) == 0 {
+			a.acquiredAt = now
+			a.keepStamp(resp, 2)
+			return nil // the queue was empty: we hold the key
+		}
+		return a.waitInQueue(ctx, string(kvs[0].Key), resp.Header.Revision)
+	}
+
+	own := resp.Responses[0].GetResponseRange().GetKvs()
+	if len(own) == 0 {
+		return fmt.Errorf("%w: etcd acquire: claim %s reported both present and absent", backend.ErrUnavailable, a.claimKey)
+	}
+	if err := a.setToken(own[0].CreateRevision); err != nil {
+		return err
+	}
+	if hk := resp.Responses[1].GetResponseRange().GetKvs(); len(hk) > 0 && hk[0].CreateRevision == a.token {
+		a.acquiredAt = recordedAt(own[0].Value, now)
+		a.keepStamp(resp, 2)
+		return nil
+	}
+	return a.waitInQueue(ctx, "", 0)
+}
+
+// recordedAt returns the acquired-at stored in a claim value, or def if the
+// value cannot be read.
+func recordedAt(v []byte, def time.Time) time.Time {
+	if r, err := decodeClaim(v); err == nil && !r.AcquiredAt.IsZero() {
+		return r.AcquiredAt
+	}
+	return def
+}
+
+// waitInQueue waits until the claim is the oldest of its queue. pred is the
+// claim just ahead as read at revision rev ("" to look it up first).
+//
+// Each round watches only pred's delete - a release wakes just the next
+// waiter - and then runs one Txn that, if our claim still exists (the
+// Jepsen fix: a waiter whose claim vanished must not go on to hold the key)
+// and no older claim is left, stamps our claim with the acquired-at time
+// and reads the previous stamp; otherwise it returns our claim and the
+// nearest older claim, which may be one that was queued before pred.
+func (a *acquisition) waitInQueue(ctx context.Context, pred string, rev int64) error {
+	for {
+		if pred != "" {
+			if err := a.waitDeleted(ctx, pred, rev+1); err != nil {
+				return err
+			}
+		}
+		now := time.Now()
+		// True iff every claim of the queue was created at or after ours.
+		first := clientv3.Compare(clientv3.CreateRevision(a.dir), ">", a.token-1).WithPrefix()
+		older := clientv3.OpGet(a.dir, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(a.token-1))...)
+		resp, err := a.b.cli.Txn(ctx).If(a.ownExists(), first).
+			Then(a.withStamp(clientv3.OpPut(a.claimKey, a.record(now, backend.Timestamp{}), clientv3.WithIgnoreLease()))...).
+			Else(clientv3.OpGet(a.claimKey), older).
+			Commit()
+		if err != nil {
+			return rpcError(ctx, "acquire", err)
+		}
+		if resp.Succeeded {
+			a.acquiredAt = now
+			a.keepStamp(resp, 1)
+			return nil
+		}
+		own := resp.Responses[0].GetResponseRange().GetKvs()
+		if len(own) == 0 || own[0].CreateRevision != a.token {
+			return a.lostError()
+		}
+		pred, rev = "", resp.Header.Revision
+		if kvs := resp.Responses[1].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			pred = string(kvs[0].Key)
+		}
+	}
+}
