@@ -25,7 +25,7 @@ const (
 func startWithAuth(t *testing.T, prefix string) *etcdtest.Cluster {
 	t.Helper()
 	c := etcdtest.Start(t)
-	cli := c.Client(t, nil)
+	cli := c.Client(t)
 	ctx := testCtx(t, waitBound)
 	steps := []func() error{
 		func() error { _, err := cli.RoleAdd(ctx, "root"); return err },

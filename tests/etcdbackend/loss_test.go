@@ -41,7 +41,7 @@ func TestLossFiresOnLost(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			prefix := uniquePrefix(t)
 			b, _ := newBackend(t, shared, prefix)
-			operator := shared.Client(t, nil)
+			operator := shared.Client(t)
 			l := grant(t, b, 30*time.Second)
 			lost, other := newLostSignal(), newLostSignal()
 			r := request("held", l, "H")

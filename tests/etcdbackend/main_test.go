@@ -53,7 +53,7 @@ func uniquePrefix(t testing.TB) string {
 // closed in t.Cleanup (the backend first).
 func newBackend(t testing.TB, c *etcdtest.Cluster, prefix string) (*etcd.Backend, *clientv3.Client) {
 	t.Helper()
-	cli := c.Client(t, nil)
+	cli := c.Client(t)
 	b, err := etcd.New(cli, etcd.WithPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)

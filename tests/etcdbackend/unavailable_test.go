@@ -20,7 +20,7 @@ import (
 // caller's deadline, not later.
 func TestUnreachableGivesUnavailableInTime(t *testing.T) {
 	stopped := etcdtest.Start(t)
-	stoppedCli := stopped.Client(t, nil)
+	stoppedCli := stopped.Client(t)
 	tests := []struct {
 		name string
 		cli  func(t *testing.T) *clientv3.Client

@@ -30,7 +30,7 @@ func TestWaiterWithDeletedClaimNeverHolds(t *testing.T) {
 			prefix := uniquePrefix(t)
 			hb, _ := newBackend(t, shared, prefix)
 			wb, _ := newBackend(t, shared, prefix)
-			operator := shared.Client(t, nil)
+			operator := shared.Client(t)
 			holder := acquire(t, hb, request("k", grant(t, hb, 30*time.Second), "H"))
 
 			wr := request("k", grant(t, wb, 30*time.Second), "W")

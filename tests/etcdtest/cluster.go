@@ -191,16 +191,19 @@ func (c *Cluster) Size() int {
 }
 
 // NewClient returns a client of all members with a no-op logger and a 5s
-// dial timeout; configure, if non-nil, may change the config first (for
-// credentials, say). The caller closes it.
-func (c *Cluster) NewClient(configure func(*clientv3.Config)) (*clientv3.Client, error) {
+// dial timeout. Each non-nil configure function may change the config
+// first (credentials, endpoints, dial options). The caller closes the
+// client.
+func (c *Cluster) NewClient(configure ...func(*clientv3.Config)) (*clientv3.Client, error) {
 	cfg := clientv3.Config{
 		Endpoints:   c.Endpoints(),
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
 	}
-	if configure != nil {
-		configure(&cfg)
+	for _, f := range configure {
+		if f != nil {
+			f(&cfg)
+		}
 	}
 	return clientv3.New(cfg)
 }

@@ -10,7 +10,7 @@ import (
 // revision counter carries on: what ashlock's fencing tokens rely on.
 func TestRestartKeepsData(t *testing.T) {
 	c := Start(t)
-	cli := c.Client(t, nil)
+	cli := c.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	put, err := cli.Put(ctx, "k", "v")
@@ -33,7 +33,7 @@ func TestThreeMembers(t *testing.T) {
 	if n := len(c.Endpoints()); n != 3 {
 		t.Fatalf("%d endpoints, want 3", n)
 	}
-	cli := c.Client(t, nil)
+	cli := c.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c.StopMember(2) // a quorum of two remains

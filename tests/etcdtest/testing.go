@@ -33,11 +33,11 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	return c
 }
 
-// Client returns a client of every member, closed in t.Cleanup. configure,
-// if non-nil, may adjust the config (credentials, say) first.
-func (c *Cluster) Client(t testing.TB, configure func(*clientv3.Config)) *clientv3.Client {
+// Client returns a client of every member, closed in t.Cleanup; see
+// NewClient for configure.
+func (c *Cluster) Client(t testing.TB, configure ...func(*clientv3.Config)) *clientv3.Client {
 	t.Helper()
-	cli, err := c.NewClient(configure)
+	cli, err := c.NewClient(configure...)
 	if err != nil {
 		t.Fatalf("etcdtest: new client: %v", err)
 	}
