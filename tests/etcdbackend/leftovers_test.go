@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -101,18 +102,26 @@ type lostReply struct {
 
 func (l *lostReply) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	err := invoker(ctx, method, req, reply, cc, opts...)
-	if err == nil && method == "/etcdserverpb.KV/Txn" && strings.Contains(fmtReq(req), l.prefix+"claims/") && l.armed.CompareAndSwap(true, false) {
+	if err == nil && l.createsClaim(req) && l.armed.CompareAndSwap(true, false) {
 		l.fired.Store(true)
 		return status.Error(codes.Unavailable, "test: reply lost")
 	}
 	return err
 }
 
-func fmtReq(req any) string {
-	if s, ok := req.(interface{ String() string }); ok {
-		return s.String()
+// createsClaim reports whether req is a Txn that may put a claim key (the
+// enqueue), as opposed to, say, the backend's reads of its claims.
+func (l *lostReply) createsClaim(req any) bool {
+	txn, ok := req.(*pb.TxnRequest)
+	if !ok {
+		return false
 	}
-	return ""
+	for _, op := range append(txn.Success, txn.Failure...) {
+		if put := op.GetRequestPut(); put != nil && strings.HasPrefix(string(put.Key), l.prefix+"claims/") {
+			return true
+		}
+	}
+	return false
 }
 
 // An Acquire whose enqueue committed but whose reply never arrived fails,
