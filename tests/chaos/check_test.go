@@ -1,0 +1,86 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// checkReadTimeout bounds the reads the checks make from etcd.
+const checkReadTimeout = 30 * time.Second
+
+// leasedKeys lists the keys under prefix that are bound to a lease: the
+// claims (and the control's mutex keys). The backend's stamp records have
+// no lease and are meant to stay. (Not read with WithKeysOnly: etcd 3.7
+// leaves the lease out of keys-only answers.)
+func leasedKeys(ctx context.Context, cli *clientv3.Client, prefix string) ([]string, error) {
+	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, kv := range resp.Kvs {
+		if kv.Lease != 0 {
+			out = append(out, string(kv.Key))
+		}
+	}
+	return out, nil
+}
+
+// check runs every check of a finished run and fills res. Call it once all
+// holders are stopped and their routes closed.
+func (h *harness) check(t *testing.T, res *runResult, resrc *resource, regHist *history, acqs *acquisitions, from, healed int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), checkReadTimeout)
+	defer cancel()
+
+	// Guarantee: nothing is left behind.
+	var err error
+	if res.leftoverClaims, err = leasedKeys(ctx, h.admin, lockPrefix(res.cfg)); err != nil {
+		t.Errorf("%s: list the prefix: %v", res.cfg.name, err)
+	}
+
+	// Workload (a): the register in etcd, against etcd's own history.
+	record, err := registerRecord(ctx, h.admin, registerKey(res.cfg), from)
+	if err != nil {
+		t.Errorf("%s: read the register's history: %v", res.cfg.name, err)
+	}
+	ops, problems := resolve(regHist.snapshot(), record)
+	res.problems = append(res.problems, problems...)
+	res.regOps = len(ops)
+	res.regCheck, res.regViz = linearizable(res.cfg.name+"-register", fencedRegister(false), ops)
+	res.regLost, res.regLostAcked = lostUpdates(record, ops)
+
+	// Workload (b): the fenced resource, against its own record.
+	resRecord := resrc.record()
+	ops, problems = resolve(resrc.hist.snapshot(), resRecord)
+	res.problems = append(res.problems, problems...)
+	res.resOps = len(ops)
+	res.resCheck, res.resViz = linearizable(res.cfg.name+"-resource", fencedRegister(true), ops)
+	res.resLost, res.resLostAcked = lostUpdates(resRecord, ops)
+
+	// The strict mutex model, tokens and stamps.
+	all := acqs.snapshot()
+	res.acquisitions = len(all)
+	for _, a := range all {
+		res.doneButValid += a.doneButValid
+		if a.returned > healed {
+			res.afterFaults++
+		}
+	}
+	res.overlaps = overlaps(all)
+	res.problems = append(res.problems, tokenAndStampProblems(all)...)
+	if res.afterFaults == 0 {
+		res.problems = append(res.problems, fmt.Sprintf("no acquisition in the %v after the faults ended", res.cfg.quiet))
+	}
+	for _, ho := range h.holders {
+		res.failedAcquires += ho.failedAcquires.Load()
+		res.steps += ho.steps.Load()
+	}
+	for _, ch := range h.children {
+		res.steps += ch.steps.Load()
+	}
+}

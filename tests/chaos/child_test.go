@@ -1,0 +1,227 @@
+package chaos
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// childTimeout bounds a child's start and stop.
+const childTimeout = 30 * time.Second
+
+// child is the parent's side of a holder running in a child process. A
+// goroutine serves the child's messages: it records acquisitions and
+// register operations on the run's clock and answers resource requests.
+type child struct {
+	id    int
+	cmd   *exec.Cmd
+	io    *conn
+	route *route
+
+	res     *resource
+	regHist *history
+	acqs    *acquisitions
+	clk     clock
+	onAcq   func(holder int)
+	onRead  func(holder int) // after the child was answered a read
+
+	stderr lockedBuffer
+	ready  chan struct{} // closed on "ready"
+	gone   chan struct{} // closed when the child's stdout ends
+	exited chan struct{} // closed when the process has been waited for
+	exitE  error
+
+	steps  atomic.Int64 // from "bye"
+	bye    atomic.Bool
+	frozen atomic.Bool
+	bad    atomic.Value // first protocol problem, a string
+}
+
+// pendingOp is a register operation between rbegin and rend.
+type pendingOp struct {
+	in   regInput
+	call int64
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startChild re-executes the test binary as a worker and waits until it is
+// connected to etcd.
+func startChild(ch *child, cfg workerConfig) error {
+	ch.ready = make(chan struct{})
+	ch.gone = make(chan struct{})
+	ch.exited = make(chan struct{})
+	ch.cmd = exec.Command(os.Args[0])
+	ch.cmd.Env = append(os.Environ(), workerEnv+"=1")
+	ch.cmd.Stderr = &ch.stderr
+	stdin, err := ch.cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	stdout, err := ch.cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := ch.cmd.Start(); err != nil {
+		return err
+	}
+	ch.io = newConn(stdout, stdin)
+	go ch.serve()
+	go func() {
+		<-ch.gone // Wait must not run before the reads of stdout are done
+		ch.exitE = ch.cmd.Wait()
+		close(ch.exited)
+	}()
+	if err := ch.io.send(message{T: "cfg", Config: &cfg}); err != nil {
+		return errors.Join(err, ch.kill())
+	}
+	select {
+	case <-ch.ready:
+		return nil
+	case <-ch.gone:
+		return fmt.Errorf("child %d exited before it was ready: %s", ch.id, ch.stderr.String())
+	case <-time.After(childTimeout):
+		return errors.Join(fmt.Errorf("child %d not ready within %v", ch.id, childTimeout), ch.kill())
+	}
+}
+
+func (ch *child) problem(format string, args ...any) {
+	ch.bad.CompareAndSwap(nil, fmt.Sprintf(format, args...))
+}
+
+// serve handles the child's messages until its stdout ends.
+func (ch *child) serve() {
+	defer close(ch.gone)
+	pending := make(map[uint64]pendingOp)
+	for {
+		m, err := ch.io.recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				ch.problem("child %d: %v", ch.id, err)
+			}
+			return
+		}
+		switch m.T {
+		case "ready":
+			close(ch.ready)
+		case "acq":
+			ch.acqs.add(&acquisition{holder: ch.id, token: m.Token, returned: ch.clk.now(),
+				stampW: m.StampW, stampL: m.StampL, hasStamp: m.HasStamp})
+			ch.onAcq(ch.id)
+		case "rread":
+			v, ok := ch.res.read(ch.id, m.Token)
+			ch.answer(message{T: "res", ID: m.ID, OK: ok, Value: v})
+			if ok {
+				ch.onRead(ch.id)
+			}
+		case "rwrite":
+			ok := ch.res.write(ch.id, m.Token, m.Value, m.Tag)
+			ch.answer(message{T: "res", ID: m.ID, OK: ok})
+		case "rbegin":
+			in := regInput{kind: opRead, token: m.Token}
+			if m.Kind == "write" {
+				in = regInput{kind: opWrite, token: m.Token, value: m.Value, tag: m.Tag}
+			}
+			// The call time is taken before the child may start the Txn.
+			pending[m.ID] = pendingOp{in: in, call: ch.clk.now()}
+			ch.answer(message{T: "go", ID: m.ID})
+		case "rend":
+			p, ok := pending[m.ID]
+			if !ok {
+				ch.problem("child %d: rend %d without rbegin", ch.id, m.ID)
+				continue
+			}
+			delete(pending, m.ID)
+			ch.regHist.add(op{holder: ch.id, in: p.in, out: regOutput{status: parseStatus(m.Status), value: m.Value}, call: p.call, ret: ch.clk.now()})
+			if p.in.kind == opRead && parseStatus(m.Status) == statusOK {
+				ch.onRead(ch.id)
+			}
+		case "bye":
+			ch.steps.Store(m.Value)
+			ch.bye.Store(true)
+		default:
+			ch.problem("child %d: unknown message %q", ch.id, m.T)
+		}
+	}
+}
+
+func (ch *child) answer(m message) {
+	if err := ch.io.send(m); err != nil {
+		ch.problem("child %d: answer: %v", ch.id, err)
+	}
+}
+
+// stop asks the child to finish and waits for it to exit.
+func (ch *child) stop() error {
+	if err := ch.thaw(); err != nil {
+		return err
+	}
+	if err := ch.io.send(message{T: "stop"}); err != nil {
+		return errors.Join(fmt.Errorf("child %d: send stop: %w", ch.id, err), ch.kill())
+	}
+	select {
+	case <-ch.exited:
+	case <-time.After(childTimeout):
+		return errors.Join(fmt.Errorf("child %d did not exit within %v", ch.id, childTimeout), ch.kill())
+	}
+	var errs []error
+	if ch.exitE != nil {
+		errs = append(errs, fmt.Errorf("child %d: %w; stderr:\n%s", ch.id, ch.exitE, ch.stderr.String()))
+	}
+	if !ch.bye.Load() {
+		errs = append(errs, fmt.Errorf("child %d exited without saying bye", ch.id))
+	}
+	if p := ch.bad.Load(); p != nil {
+		errs = append(errs, errors.New(p.(string)))
+	}
+	return errors.Join(errs...)
+}
+
+// kill ends the child for good and waits for it.
+func (ch *child) kill() error {
+	_ = ch.cmd.Process.Kill()
+	select {
+	case <-ch.exited:
+		return nil
+	case <-time.After(childTimeout):
+		return fmt.Errorf("child %d: not reaped within %v of SIGKILL", ch.id, childTimeout)
+	}
+}
+
+// freeze stops the child's process with SIGSTOP.
+func (ch *child) freeze() error {
+	if err := signalStop(ch.cmd.Process); err != nil {
+		return err
+	}
+	ch.frozen.Store(true)
+	return nil
+}
+
+// thaw resumes a frozen child with SIGCONT; it does nothing otherwise.
+func (ch *child) thaw() error {
+	if !ch.frozen.Swap(false) {
+		return nil
+	}
+	return signalCont(ch.cmd.Process)
+}

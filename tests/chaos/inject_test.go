@@ -1,0 +1,344 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ash-lock/ashlock/backend/etcd"
+)
+
+// Bounds of the injector's own waits.
+const (
+	revokeTimeout  = 2 * time.Second
+	revokeAttempts = 8
+	revokeRetry    = 250 * time.Millisecond
+	// freezeAim: how long a freeze waits for its target to be answered a
+	// read, so that the pause falls between a read and its write.
+	freezeAim = 1500 * time.Millisecond
+)
+
+// injector carries out fault schedules. Every fault is undone when its
+// hold ends, or at once when the fault period ends, so after run returns
+// the cluster and every route are whole again.
+type injector struct {
+	cl       *cluster
+	admin    *clientv3.Client
+	inspect  *etcd.Backend // on admin, under prefix: who holds and who waits
+	prefix   string
+	routes   []*route       // by holder ID
+	children map[int]*child // by holder ID
+	logf     func(format string, args ...any)
+
+	current atomic.Int64 // ID of the holder that acquired last
+	served  chan int     // IDs of children just answered a read; see childServed
+
+	mu     sync.Mutex
+	counts map[string]int // faults injected, by kind (and variant)
+	errs   []error        // failures to inject or undo a fault
+}
+
+func newInjector(cl *cluster, admin *clientv3.Client, inspect *etcd.Backend, prefix string, routes []*route, children map[int]*child, logf func(string, ...any)) *injector {
+	inj := &injector{cl: cl, admin: admin, inspect: inspect, prefix: prefix, routes: routes, children: children, logf: logf,
+		served: make(chan int, 64), counts: make(map[string]int)}
+	inj.current.Store(-1)
+	return inj
+}
+
+// acquired is the holders' onAcquire hook.
+func (inj *injector) acquired(holder int) { inj.current.Store(int64(holder)) }
+
+// childServed is the children's hook, called after a child was answered a
+// read: the moment to freeze it for a late write. It never blocks.
+func (inj *injector) childServed(holder int) {
+	select {
+	case inj.served <- holder:
+	default:
+	}
+}
+
+func (inj *injector) count(kind string) {
+	inj.mu.Lock()
+	inj.counts[kind]++
+	inj.mu.Unlock()
+}
+
+func (inj *injector) fail(err error) {
+	inj.mu.Lock()
+	inj.errs = append(inj.errs, err)
+	inj.mu.Unlock()
+}
+
+func (inj *injector) result() (map[string]int, error) {
+	inj.mu.Lock()
+	defer inj.mu.Unlock()
+	counts := make(map[string]int, len(inj.counts))
+	for k, v := range inj.counts {
+		counts[k] = v
+	}
+	return counts, errors.Join(inj.errs...)
+}
+
+// run injects faults in order, each at start+f.at, until the list or ctx
+// ends.
+func (inj *injector) run(ctx context.Context, start time.Time, faults []fault) {
+	for _, f := range faults {
+		if !waitUntil(ctx, start.Add(f.at)) {
+			return
+		}
+		undo := inj.apply(ctx, f)
+		if undo == nil {
+			continue
+		}
+		waitUntil(ctx, time.Now().Add(f.hold))
+		if err := undo(); err != nil {
+			inj.fail(fmt.Errorf("undo %v: %w", f, err))
+		}
+	}
+}
+
+// waitUntil waits for t or ctx's end and reports whether t came first.
+// (A wait that schedules a fault, not one that stands in for
+// synchronisation.)
+func waitUntil(ctx context.Context, t time.Time) bool {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// apply injects f and returns the function that undoes it, or nil when
+// there is nothing to undo (or nothing was injected).
+func (inj *injector) apply(ctx context.Context, f fault) func() error {
+	switch f.kind {
+	case faultLeaderKill:
+		return inj.kill(ctx, f)
+	case faultPartition:
+		return inj.partition(f)
+	case faultBlackhole, faultDelay:
+		return inj.disturb(f)
+	case faultRevoke:
+		inj.revoke(ctx, f)
+		return nil
+	case faultFreeze:
+		return inj.freeze(ctx, f)
+	}
+	return nil
+}
+
+func (inj *injector) kill(ctx context.Context, f fault) func() error {
+	i, kind := inj.cl.leader(), "leader-kill"
+	if i < 0 {
+		// Mid-election: crash a member anyway.
+		i, kind = int(f.pick%3), "member-kill (no leader at the time)"
+	}
+	if err := inj.cl.stop(i); err != nil {
+		inj.fail(err)
+		return nil
+	}
+	inj.count(kind)
+	inj.logf("fault %v: stopped member %d", f, i)
+	return func() error {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), memberTimeout)
+		defer cancel()
+		return inj.cl.restart(rctx, i)
+	}
+}
+
+func (inj *injector) partition(f fault) func() error {
+	i := inj.cl.leader()
+	if i < 0 || f.pick%2 == 1 {
+		i = int(f.pick % 3)
+	}
+	if err := inj.cl.partition(i); err != nil {
+		inj.fail(err)
+		return nil
+	}
+	inj.count("member-partition")
+	inj.logf("fault %v: cut member %d off", f, i)
+	return func() error { inj.cl.heal(); return nil }
+}
+
+// target returns the holder a client fault aims at among candidates.
+func (inj *injector) target(f fault, candidates []int) int {
+	if f.current {
+		cur := int(inj.current.Load())
+		for _, c := range candidates {
+			if c == cur {
+				return cur
+			}
+		}
+	}
+	return candidates[f.pick%uint64(len(candidates))]
+}
+
+func (inj *injector) disturb(f fault) func() error {
+	ids := make([]int, len(inj.routes))
+	for i := range ids {
+		ids[i] = i
+	}
+	h := inj.target(f, ids)
+	r := inj.routes[h]
+	if f.kind == faultBlackhole {
+		r.blackhole()
+	} else {
+		r.delay(f.latency)
+	}
+	inj.count(f.kind.String())
+	inj.logf("fault %v: holder %d", f, h)
+	return func() error { r.heal(); return nil }
+}
+
+func (inj *injector) childIDs() []int {
+	ids := make([]int, 0, len(inj.children))
+	for id := range inj.children {
+		ids = append(ids, id)
+	}
+	// Map order is random; the schedule's pick must mean the same child
+	// in every replay.
+	slices.Sort(ids)
+	return ids
+}
+
+// revoke revokes the lease of a child's claim on the lock, as an operator
+// might: the holder's if a child holds the lock and the fault aims at it,
+// else a queued child's (whose Acquire must then fail, not go on to hold
+// the key). Only children are targets: a revocation takes the key away at
+// once, and the holder can only learn of it afterwards (guarantee 4), so
+// the strict mutex model - checked on the holders in this process - does
+// not apply to it.
+func (inj *injector) revoke(ctx context.Context, f fault) {
+	// The lock changes hands several times a second, so a moment with no
+	// child claim, or a claim that goes before it is found, is common:
+	// look again a few times before giving up.
+	var outcome string
+	for attempt := range revokeAttempts {
+		if attempt > 0 && !waitUntil(ctx, time.Now().Add(revokeRetry)) {
+			break
+		}
+		if outcome = inj.revokeOnce(ctx, f); outcome == "lease-revoke" {
+			break
+		}
+	}
+	inj.count(outcome)
+}
+
+// revokeOnce makes one attempt and returns the outcome to count.
+func (inj *injector) revokeOnce(ctx context.Context, f fault) string {
+	rctx, cancel := context.WithTimeout(ctx, revokeTimeout)
+	defer cancel()
+	info, err := inj.inspect.Inspect(rctx, lockKey)
+	if err != nil {
+		inj.logf("fault %v: inspect: %v", f, err)
+		return "lease-revoke failed (cluster busy)"
+	}
+	holding := info.Held && strings.HasPrefix(info.Owner, childOwner)
+	var queued []uint64
+	for _, w := range info.Waiters {
+		if strings.HasPrefix(w.Owner, childOwner) {
+			queued = append(queued, w.Token)
+		}
+	}
+	var token uint64
+	switch {
+	case holding && (f.current || len(queued) == 0):
+		token = info.Token
+	case len(queued) > 0:
+		token = queued[f.pick%uint64(len(queued))]
+	default:
+		return "lease-revoke skipped (no child had a claim)"
+	}
+	// A claim's token is its create revision; find its lease. (Not with
+	// WithKeysOnly: etcd 3.7 leaves the lease out of keys-only answers.)
+	resp, err := inj.admin.Get(rctx, inj.prefix, clientv3.WithPrefix())
+	if err != nil {
+		inj.logf("fault %v: list claims: %v", f, err)
+		return "lease-revoke failed (cluster busy)"
+	}
+	var lease int64
+	for _, kv := range resp.Kvs {
+		if uint64(kv.CreateRevision) == token && kv.Lease != 0 {
+			lease = kv.Lease
+		}
+	}
+	if lease == 0 {
+		return "lease-revoke skipped (the claim went meanwhile)"
+	}
+	if _, err := inj.admin.Revoke(rctx, clientv3.LeaseID(lease)); err != nil {
+		// Not a test failure: the cluster may be without a leader just now,
+		// or the lease may have ended since the listing.
+		inj.logf("fault %v: revoke lease %x: %v", f, lease, err)
+		return "lease-revoke failed (cluster busy)"
+	}
+	what := "a queued"
+	if info.Held && info.Token == token {
+		what = "the holding"
+	}
+	inj.logf("fault %v: revoked lease %x of %s claim, token %d", f, lease, what, token)
+	return "lease-revoke"
+}
+
+func (inj *injector) freeze(ctx context.Context, f fault) func() error {
+	ids := inj.childIDs()
+	if len(ids) == 0 {
+		return nil
+	}
+	// Aim the pause between a read and its write: wait (briefly) for a
+	// child to be answered a read - the current holder if it is a child
+	// and the fault aims at it, else any child, which then holds the lock
+	// - and freeze that one. Stale notifications are dropped first.
+	want := -1
+	if f.current {
+		if cur := int(inj.current.Load()); inj.children[cur] != nil {
+			want = cur
+		}
+	}
+	for len(inj.served) > 0 {
+		<-inj.served
+	}
+	target, aimed := -1, false
+	deadline := time.NewTimer(freezeAim)
+	defer deadline.Stop()
+	for target < 0 {
+		select {
+		case id := <-inj.served:
+			if want < 0 || id == want {
+				target, aimed = id, true
+			}
+		case <-deadline.C:
+			if want < 0 {
+				target = ids[f.pick%uint64(len(ids))]
+				break
+			}
+			// The aimed-at holder did not read in time (it may have let
+			// go of the lock): take the next child that does.
+			want = -1
+			deadline.Reset(freezeAim)
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	ch := inj.children[target]
+	if err := ch.freeze(); err != nil {
+		inj.fail(err)
+		return nil
+	}
+	if aimed {
+		inj.count("sigstop")
+	} else {
+		inj.count("sigstop (not after a read)")
+	}
+	inj.logf("fault %v: froze holder %d (after a read: %v)", f, ch.id, aimed)
+	return ch.thaw
+}

@@ -1,0 +1,199 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+
+	"github.com/ash-lock/ashlock"
+	"github.com/ash-lock/ashlock/backend/etcd"
+)
+
+// newEtcdClient returns a client of the given endpoints with a no-op
+// logger. Endpoint auto-sync stays off (the zero AutoSyncInterval), or the
+// client would learn the members' real addresses and bypass its proxies.
+// gRPC keep-alives let it notice a connection that went dead under a
+// blackhole once the blackhole is gone.
+func newEtcdClient(endpoints []string) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{
+		Endpoints:            endpoints,
+		DialTimeout:          2 * time.Second,
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 3 * time.Second,
+		Logger:               zap.NewNop(),
+	})
+}
+
+// locker is how a holder takes the lock: an ashlock client (the library
+// under test) or, for the negative control, etcd's concurrency package.
+type locker interface {
+	acquire(ctx context.Context) (held, error)
+	close(ctx context.Context) error
+}
+
+// held is one acquisition.
+type held interface {
+	token() uint64
+	stamp() (wall int64, logical uint32, ok bool)
+	// valid reports whether the holder may still act as the lock's owner:
+	// the question a careful holder asks before each step.
+	valid() bool
+	done() <-chan struct{}
+	// owns is the comparison that guards the holder's Txns on the register.
+	owns() clientv3.Cmp
+	release(ctx context.Context) error
+}
+
+// libLocker takes the lock with ashlock on the etcd backend.
+type libLocker struct {
+	client *ashlock.LockClient
+	be     *etcd.Backend
+	lock   *ashlock.LockBuilder
+}
+
+func newLibLocker(ctx context.Context, cli *clientv3.Client, prefix, key, owner string, ttl time.Duration, fair bool) (*libLocker, error) {
+	be, err := etcd.New(cli, etcd.WithPrefix(prefix))
+	if err != nil {
+		return nil, err
+	}
+	c, err := ashlock.ConnectWith(ctx, ashlock.LockConfig{
+		DefaultTTL: ttl,
+		Stamps:     true,
+		Logger:     slog.New(slog.DiscardHandler),
+	}, be)
+	if err != nil {
+		return nil, errors.Join(err, be.Close())
+	}
+	return &libLocker{client: c, be: be, lock: c.Lock(key).WithOwner(owner).WithFairness(fair)}, nil
+}
+
+func (l *libLocker) acquire(ctx context.Context) (held, error) {
+	g, err := l.lock.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	claim, err := g.Claim()
+	if err != nil {
+		// Poisoned already; give the claim back and report the loss.
+		_ = g.Unlock(ctx)
+		return nil, err
+	}
+	return &libHeld{g: g, claim: claim.Token, cmp: l.be.IsOwner(claim)}, nil
+}
+
+// close closes the client (which revokes its leases) and then the backend.
+func (l *libLocker) close(ctx context.Context) error {
+	return errors.Join(l.client.Close(ctx), l.be.Close())
+}
+
+type libHeld struct {
+	g     *ashlock.Guard
+	claim uint64
+	cmp   clientv3.Cmp
+}
+
+func (h *libHeld) token() uint64 { return h.claim }
+
+func (h *libHeld) stamp() (int64, uint32, bool) {
+	st, ok := h.g.Stamp()
+	return st.WallTime, st.Logical, ok
+}
+
+func (h *libHeld) valid() bool {
+	_, err := h.g.FencingToken()
+	return err == nil
+}
+
+func (h *libHeld) done() <-chan struct{}             { return h.g.Done() }
+func (h *libHeld) owns() clientv3.Cmp                { return h.cmp }
+func (h *libHeld) release(ctx context.Context) error { return h.g.Unlock(ctx) }
+
+// sessionLocker takes the lock with etcd's concurrency.Mutex on a
+// concurrency.Session and trusts it until the session's Done channel
+// closes: the rule the strict mutex model is expected to catch, because
+// the client's lease keep-alive gives up only some time after its last
+// answer plus the TTL, while the server counts the TTL from when it
+// renewed the lease.
+type sessionLocker struct {
+	cli    *clientv3.Client
+	prefix string
+	ttl    int
+	// life is the sessions' context: it must outlive Close, which revokes
+	// the lease on it, so it is ended by close, after that.
+	life    context.Context
+	endLife context.CancelFunc
+	sess    *concurrency.Session
+}
+
+func newSessionLocker(cli *clientv3.Client, prefix string, ttl time.Duration) *sessionLocker {
+	life, end := context.WithCancel(context.Background())
+	return &sessionLocker{cli: cli, prefix: prefix, ttl: int(ttl / time.Second), life: life, endLife: end}
+}
+
+func (l *sessionLocker) acquire(ctx context.Context) (held, error) {
+	if l.sess != nil {
+		select {
+		case <-l.sess.Done():
+			_ = l.sess.Close()
+			l.sess = nil
+		default:
+		}
+	}
+	if l.sess == nil {
+		// Grant here, on ctx: NewSession would grant on the session's
+		// context, which has no deadline.
+		lease, err := l.cli.Grant(ctx, int64(l.ttl))
+		if err != nil {
+			return nil, err
+		}
+		s, err := concurrency.NewSession(l.cli, concurrency.WithLease(lease.ID), concurrency.WithTTL(l.ttl), concurrency.WithContext(l.life))
+		if err != nil {
+			return nil, err
+		}
+		l.sess = s
+	}
+	m := concurrency.NewMutex(l.sess, l.prefix)
+	if err := m.Lock(ctx); err != nil {
+		return nil, err
+	}
+	cmp := m.IsOwner()
+	return &sessionHeld{s: l.sess, m: m, rev: uint64(cmp.GetCompare().GetCreateRevision()), cmp: cmp}, nil
+}
+
+// close revokes the session's lease (Close has a timeout of its own: the
+// TTL) and ends the sessions' context.
+func (l *sessionLocker) close(context.Context) error {
+	defer l.endLife()
+	if l.sess == nil {
+		return nil
+	}
+	return l.sess.Close()
+}
+
+type sessionHeld struct {
+	s   *concurrency.Session
+	m   *concurrency.Mutex
+	rev uint64
+	cmp clientv3.Cmp
+}
+
+func (h *sessionHeld) token() uint64                { return h.rev }
+func (h *sessionHeld) stamp() (int64, uint32, bool) { return 0, 0, false }
+
+func (h *sessionHeld) valid() bool {
+	select {
+	case <-h.s.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+func (h *sessionHeld) done() <-chan struct{}             { return h.s.Done() }
+func (h *sessionHeld) owns() clientv3.Cmp                { return h.cmp }
+func (h *sessionHeld) release(ctx context.Context) error { return h.m.Unlock(ctx) }

@@ -1,0 +1,88 @@
+package chaos
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// The strict mutex model: no holder may still believe it holds the lock
+// after a later acquisition has returned.
+//
+// "Believes" is observed, not inferred. A holder in this process checks its
+// lock (FencingToken; for the control, the etcd session's Done) every few
+// milliseconds and before each step, reading the clock before each check;
+// the latest check that succeeded gives a lower bound on the last moment it
+// believed (acquisition.believed). A later acquisition's return time is an
+// upper bound (read after Acquire returned; for a child, when the parent
+// got its message). So believed > returned means the first holder surely
+// believed it held the lock after the second one's Acquire had returned -
+// a violation that clock reading delays cannot fake. "Later" is by token:
+// tokens order acquisitions of one key.
+//
+// Only holders in this process are checked for belief, because only their
+// checks are timed on the run's clock; every holder's acquisitions count as
+// the later one.
+
+// overlap is one violation of the strict mutex model.
+type overlap struct {
+	earlier, later acquisition
+	by             time.Duration // how long the earlier one went on believing
+}
+
+func (o overlap) String() string {
+	return fmt.Sprintf("holder %d (token %d) still believed %v after holder %d's acquisition (token %d) returned",
+		o.earlier.holder, o.earlier.token, o.by, o.later.holder, o.later.token)
+}
+
+// overlaps returns every acquisition whose believing outlasted the return
+// of some later acquisition, paired with the earliest such later one.
+func overlaps(acqs []acquisition) []overlap {
+	byToken := slices.Clone(acqs)
+	slices.SortFunc(byToken, func(a, b acquisition) int { return cmp.Compare(a.token, b.token) })
+	// firstReturn[i]: the later acquisition (index > i) that returned
+	// first.
+	firstReturn := make([]int, len(byToken))
+	best := -1
+	for i := len(byToken) - 1; i >= 0; i-- {
+		firstReturn[i] = best
+		if best < 0 || byToken[i].returned < byToken[best].returned {
+			best = i
+		}
+	}
+	var out []overlap
+	for i, a := range byToken {
+		j := firstReturn[i]
+		if !a.probed || j < 0 || a.believed <= byToken[j].returned {
+			continue
+		}
+		out = append(out, overlap{earlier: a, later: byToken[j], by: time.Duration(a.believed - byToken[j].returned)})
+	}
+	return out
+}
+
+// tokenAndStampProblems checks guarantees 2 and 10 over a run's
+// acquisitions: tokens are never reused, and in token order each stamp is
+// greater than the one before.
+func tokenAndStampProblems(acqs []acquisition) []string {
+	byToken := slices.Clone(acqs)
+	slices.SortFunc(byToken, func(a, b acquisition) int { return cmp.Compare(a.token, b.token) })
+	var out []string
+	var prev *acquisition
+	for i := range byToken {
+		a := &byToken[i]
+		if i > 0 && byToken[i-1].token == a.token {
+			out = append(out, fmt.Sprintf("token %d handed out twice (holders %d and %d)", a.token, byToken[i-1].holder, a.holder))
+		}
+		if !a.hasStamp {
+			continue
+		}
+		if prev != nil && (a.stampW < prev.stampW || (a.stampW == prev.stampW && a.stampL <= prev.stampL)) {
+			out = append(out, fmt.Sprintf("stamp %d.%d of token %d is not above stamp %d.%d of token %d",
+				a.stampW, a.stampL, a.token, prev.stampW, prev.stampL, prev.token))
+		}
+		prev = a
+	}
+	return out
+}

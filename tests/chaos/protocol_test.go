@@ -1,0 +1,112 @@
+package chaos
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// workerEnv, when set in the environment, makes the test binary run as a
+// child lock holder (see worker_test.go) instead of running tests.
+const workerEnv = "ASHLOCK_CHAOS_WORKER"
+
+// The parent and a child talk in JSON lines: the child's stdin carries the
+// parent's messages, its stdout the child's. Message types:
+//
+//	parent → child
+//	  cfg     first line: the workerConfig
+//	  res     answer to rread/rwrite: ok, v
+//	  go      answer to rbegin: the parent has taken the call time
+//	  stop    finish the current step, unlock, close, say bye, exit
+//
+//	child → parent
+//	  ready   connected, about to start
+//	  acq     acquired: tok, stamp
+//	  rread   read the resource with tok (answer: res)
+//	  rwrite  write v with tag to the resource with tok (answer: res)
+//	  rbegin  about to run a register Txn (k, tok, v, tag; answer: go)
+//	  rend    the register Txn's outcome: s, v
+//	  bye     stopped; v is the number of steps done
+//
+// The rbegin/go handshake makes a register operation's recorded call time
+// (taken by the parent before it answers go) no later than the Txn's real
+// start, and its return time (taken when rend arrives) no earlier than the
+// Txn's end, so the parent's clock brackets the child's operation.
+
+// workerConfig is what a child needs to know.
+type workerConfig struct {
+	ID        int           `json:"id"`
+	Endpoints []string      `json:"endpoints"`
+	Prefix    string        `json:"prefix"`
+	Key       string        `json:"key"`
+	RegKey    string        `json:"regKey"`
+	TTL       time.Duration `json:"ttl"`
+	Fair      bool          `json:"fair"`
+	Seed      uint64        `json:"seed"`
+}
+
+type message struct {
+	T        string        `json:"t"`
+	ID       uint64        `json:"id,omitempty"`
+	Token    uint64        `json:"tok,omitempty"`
+	Value    int64         `json:"v,omitempty"`
+	Tag      string        `json:"tag,omitempty"`
+	Kind     string        `json:"k,omitempty"`
+	Status   string        `json:"s,omitempty"`
+	OK       bool          `json:"ok,omitempty"`
+	StampW   int64         `json:"sw,omitempty"`
+	StampL   uint32        `json:"sl,omitempty"`
+	HasStamp bool          `json:"hs,omitempty"`
+	Config   *workerConfig `json:"cfg,omitempty"`
+}
+
+// conn is one end of the pipe pair. send is safe for concurrent use;
+// recv must be called from one goroutine.
+type conn struct {
+	mu  sync.Mutex
+	w   io.Writer
+	enc *json.Encoder
+	r   *bufio.Scanner
+}
+
+func newConn(r io.Reader, w io.Writer) *conn {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	return &conn{w: w, enc: json.NewEncoder(w), r: sc}
+}
+
+func (c *conn) send(m message) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.enc.Encode(m)
+}
+
+// recv returns the next message, or io.EOF when the other side is gone.
+func (c *conn) recv() (message, error) {
+	if !c.r.Scan() {
+		if err := c.r.Err(); err != nil {
+			return message{}, err
+		}
+		return message{}, io.EOF
+	}
+	var m message
+	if err := json.Unmarshal(c.r.Bytes(), &m); err != nil {
+		return message{}, fmt.Errorf("bad message %q: %w", c.r.Text(), err)
+	}
+	return m, nil
+}
+
+func statusName(s status) string { return s.String() }
+
+func parseStatus(s string) status {
+	switch s {
+	case "ok":
+		return statusOK
+	case "stale":
+		return statusStale
+	}
+	return statusUnknown
+}

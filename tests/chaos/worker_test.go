@@ -1,0 +1,222 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// callTimeout bounds a child's wait for the parent's answer. The parent
+// answers at once; only a parent that died leaves it waiting.
+const callTimeout = 30 * time.Second
+
+// childOwner starts the owner label of every child's claims.
+const childOwner = "child-"
+
+// worker is a lock holder in a child process: the test binary re-executed
+// with workerEnv set. It takes the lock with ashlock through its route's
+// proxies, does the same steps as an in-process holder, and reaches the
+// resource - and the parent's clock - over its pipes. The parent freezes it
+// with SIGSTOP, so its late writes arrive after other holders' writes.
+type worker struct {
+	cfg  workerConfig
+	io   *conn
+	cli  *clientv3.Client
+	lk   *libLocker
+	rng  *rand.Rand
+	stop chan struct{} // closed on "stop" or when the parent is gone
+
+	mu      sync.Mutex
+	nextID  uint64
+	pending map[uint64]chan message
+
+	seq   int
+	steps int64
+}
+
+// workerMain runs a child holder and returns its exit code.
+func workerMain() int {
+	c := newConn(os.Stdin, os.Stdout)
+	first, err := c.recv()
+	if err != nil || first.T != "cfg" || first.Config == nil {
+		fmt.Fprintf(os.Stderr, "worker: want a cfg message first, got %+v, %v\n", first, err)
+		return 2
+	}
+	if err := runWorker(c, *first.Config); err != nil {
+		fmt.Fprintf(os.Stderr, "worker %d: %v\n", first.Config.ID, err)
+		return 1
+	}
+	return 0
+}
+
+func runWorker(c *conn, cfg workerConfig) error {
+	cli, err := newEtcdClient(cfg.Endpoints)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lk, err := newLibLocker(ctx, cli, cfg.Prefix, cfg.Key, fmt.Sprintf("%s%d", childOwner, cfg.ID), cfg.TTL, cfg.Fair)
+	if err != nil {
+		return errors.Join(err, cli.Close())
+	}
+	w := &worker{
+		cfg: cfg, io: c, cli: cli, lk: lk,
+		rng:     rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.ID))),
+		stop:    make(chan struct{}),
+		pending: make(map[uint64]chan message),
+	}
+	go w.dispatch()
+	go func() {
+		<-w.stop
+		cancel()
+	}()
+	if err := c.send(message{T: "ready"}); err != nil {
+		return err
+	}
+	w.run(ctx)
+	cctx, ccancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer ccancel()
+	err = errors.Join(lk.close(cctx), cli.Close())
+	return errors.Join(err, c.send(message{T: "bye", Value: w.steps}))
+}
+
+// dispatch hands the parent's answers to the waiting calls and closes
+// stop on "stop" or when stdin ends.
+func (w *worker) dispatch() {
+	defer close(w.stop)
+	for {
+		m, err := w.io.recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				fmt.Fprintf(os.Stderr, "worker %d: %v\n", w.cfg.ID, err)
+			}
+			return
+		}
+		if m.T == "stop" {
+			return
+		}
+		w.mu.Lock()
+		ch := w.pending[m.ID]
+		delete(w.pending, m.ID)
+		w.mu.Unlock()
+		if ch != nil {
+			ch <- m
+		}
+	}
+}
+
+// call sends m with a fresh ID and waits for the answer.
+func (w *worker) call(m message) (message, error) {
+	ch := make(chan message, 1)
+	w.mu.Lock()
+	w.nextID++
+	m.ID = w.nextID
+	w.pending[m.ID] = ch
+	w.mu.Unlock()
+	if err := w.io.send(m); err != nil {
+		return message{}, err
+	}
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-w.stop:
+		return message{}, errors.New("stopped")
+	case <-time.After(callTimeout):
+		return message{}, fmt.Errorf("no answer to %s within %v", m.T, callTimeout)
+	}
+}
+
+func (w *worker) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		actx, cancel := context.WithTimeout(ctx, acquireTimeout)
+		hd, err := w.lk.acquire(actx)
+		cancel()
+		if err != nil {
+			w.pause(ctx, time.Duration(w.rng.Int64N(int64(retryPause))))
+			continue
+		}
+		sw, sl, hs := hd.stamp()
+		_ = w.io.send(message{T: "acq", Token: hd.token(), StampW: sw, StampL: sl, HasStamp: hs})
+		w.critical(ctx, hd)
+		rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		_ = hd.release(rctx)
+		cancel()
+	}
+}
+
+// critical mirrors holder.critical.
+func (w *worker) critical(ctx context.Context, hd held) {
+	n := 1 + w.rng.IntN(3)
+	for range n {
+		if ctx.Err() != nil || !hd.valid() {
+			return
+		}
+		if w.registerStep(ctx, hd) != nil || w.resourceStep(ctx, hd.token()) != nil {
+			return
+		}
+		w.steps++
+	}
+}
+
+func (w *worker) nextTag() string {
+	w.seq++
+	return fmt.Sprintf("c%d-%d", w.cfg.ID, w.seq)
+}
+
+func (w *worker) registerStep(ctx context.Context, hd held) error {
+	tok := hd.token()
+	g, err := w.call(message{T: "rbegin", Kind: "read", Token: tok})
+	if err != nil {
+		return err
+	}
+	octx, cancel := context.WithTimeout(ctx, opTimeout)
+	v, st := registerRead(octx, w.cli, w.cfg.RegKey, hd.owns())
+	cancel()
+	if err := w.io.send(message{T: "rend", ID: g.ID, Status: statusName(st), Value: v}); err != nil {
+		return err
+	}
+	if st != statusOK {
+		return nil
+	}
+	w.work(ctx)
+	tag := w.nextTag()
+	g, err = w.call(message{T: "rbegin", Kind: "write", Token: tok, Value: v + 1, Tag: tag})
+	if err != nil {
+		return err
+	}
+	octx, cancel = context.WithTimeout(ctx, opTimeout)
+	st = registerWrite(octx, w.cli, w.cfg.RegKey, hd.owns(), v+1, tag)
+	cancel()
+	return w.io.send(message{T: "rend", ID: g.ID, Status: statusName(st)})
+}
+
+func (w *worker) resourceStep(ctx context.Context, tok uint64) error {
+	r, err := w.call(message{T: "rread", Token: tok})
+	if err != nil || !r.OK {
+		return err
+	}
+	w.work(ctx)
+	_, err = w.call(message{T: "rwrite", Token: tok, Value: r.Value + 1, Tag: w.nextTag()})
+	return err
+}
+
+func (w *worker) work(ctx context.Context) {
+	w.pause(ctx, time.Duration(w.rng.Int64N(int64(maxWork))))
+}
+
+func (w *worker) pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
