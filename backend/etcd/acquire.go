@@ -34,11 +34,11 @@ import (
 // fails (ErrUnavailable) or the Backend is closed (ErrClosed). When it fails
 // after its claim may have been created - even if etcd's reply was lost -
 // it deletes the claim by its name with a bounded context of its own, not
-// ctx, which may have ended. It does so before returning (taking up to 5s
-// more if etcd is slow), except when ctx ended while etcd was not answering:
-// then, so as not to hold the caller far past its deadline, and whenever
-// the first attempt fails, the deletion is retried in the background until
-// it succeeds or the Backend is closed.
+// ctx, which may have ended. It does so before returning (waiting at most
+// 5s more for a slow etcd, 1s if ctx has ended), except when ctx ended
+// while etcd was not answering: then, so as not to hold the caller past its
+// deadline, and whenever that first attempt fails, the deletion is retried
+// in the background until it succeeds or the Backend is closed.
 // Safe for concurrent use; two concurrent calls must not share a claim ID.
 func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Claim, error) {
 	if b.closed.Load() {

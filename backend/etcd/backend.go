@@ -17,6 +17,12 @@ import (
 // rechecking claims after a watch gap.
 const cleanupTimeout = 5 * time.Second
 
+// endedCleanupTimeout bounds the removal a failed Acquire makes before
+// returning when the caller's context has already ended: the caller is
+// owed a prompt return, and a removal that does not fit is retried in the
+// background.
+const endedCleanupTimeout = time.Second
+
 // Backend is a backend.Backend that keeps claims in etcd v3. Create it with
 // New; it is safe for concurrent use. The zero value is not usable.
 type Backend struct {
@@ -108,7 +114,9 @@ func (b *Backend) IsOwner(c backend.Claim) clientv3.Cmp {
 
 // Close stops the Backend's goroutines (the loss watch, the keep-alive
 // stream and background cleanups) and waits for them. It does not remove
-// claims, revoke leases or close the etcd client. Acquire calls still
+// claims, revoke leases or close the etcd client; a claim whose background
+// removal is still pending when Close is called stays until its lease
+// ends. Acquire calls still
 // waiting return ErrClosed; after Close, OnLost is no longer called and
 // every method returns an error wrapping backend.ErrClosed. A second Close
 // returns that error too.

@@ -47,25 +47,32 @@ func (b *Backend) deleteClaim(ctx context.Context, key string, token int64) erro
 	return err
 }
 
-// discard removes the claim of a failed Acquire, with contexts of its own:
-// bounded by cleanupTimeout and detached from ctx's cancellation (ctx has
-// often ended: that may be why Acquire failed), so cleanup neither hangs on
-// a dead caller context nor is skipped because of one.
+// discard removes the claim of a failed Acquire, with contexts of its own,
+// detached from ctx's cancellation (ctx has often ended: that may be why
+// Acquire failed), so cleanup neither hangs on a dead caller context nor is
+// skipped because of one.
 //
 // With now set it tries once before returning, so that a failed Acquire
-// normally leaves nothing behind when it returns. Without it - the caller's
-// deadline passed while etcd did not answer, and an immediate retry would
-// most likely keep the caller waiting cleanupTimeout longer - and whenever
-// that first try fails, a background goroutine keeps trying with backoff
-// until it succeeds or the Backend is closed. The claim's lease
-// bounds how long a claim that cannot be deleted can block the key.
+// normally leaves nothing behind when it returns. That try is bounded by
+// cleanupTimeout while the caller's ctx is alive, and by the much shorter
+// endedCleanupTimeout once it has ended, so that a cancelled Acquire still
+// returns promptly when etcd is slow. Without now - the caller's deadline
+// passed while etcd did not answer, so an immediate try would most likely
+// just keep the caller waiting - and whenever the first try fails, a
+// background goroutine keeps trying with backoff until it succeeds or the
+// Backend is closed. The claim's lease bounds how long a claim that cannot
+// be deleted can block the key.
 func (b *Backend) discard(ctx context.Context, key string, token int64, now bool) {
-	try := func(parent context.Context) error {
-		cctx, cancel := context.WithTimeout(parent, cleanupTimeout)
+	try := func(parent context.Context, bound time.Duration) error {
+		cctx, cancel := context.WithTimeout(parent, bound)
 		defer cancel()
 		return b.deleteClaim(cctx, key, token)
 	}
-	if now && try(context.WithoutCancel(ctx)) == nil {
+	bound := cleanupTimeout
+	if ctx.Err() != nil {
+		bound = endedCleanupTimeout
+	}
+	if now && try(context.WithoutCancel(ctx), bound) == nil {
 		return
 	}
 	retry := func() {
@@ -76,7 +83,7 @@ func (b *Backend) discard(ctx context.Context, key string, token int64, now bool
 				return
 			case <-time.After(backoff):
 			}
-			if try(b.ctx) == nil {
+			if try(b.ctx, cleanupTimeout) == nil {
 				return
 			}
 			backoff = min(2*backoff, cleanupTimeout)
@@ -84,6 +91,6 @@ func (b *Backend) discard(ctx context.Context, key string, token int64, now bool
 	}
 	if !b.spawn(retry) && !now {
 		// Closing: no background work any more, so try once here.
-		_ = try(context.WithoutCancel(ctx))
+		_ = try(context.WithoutCancel(ctx), bound)
 	}
 }

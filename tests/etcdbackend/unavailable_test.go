@@ -93,3 +93,33 @@ func TestUnreachableGivesUnavailableInTime(t *testing.T) {
 		})
 	}
 }
+
+// A wait cancelled while etcd is down returns promptly, and its claim,
+// which could not be deleted then, is deleted in the background once etcd
+// is back.
+func TestCancelledWaitDuringOutage(t *testing.T) {
+	c := etcdtest.Start(t)
+	prefix := uniquePrefix(t)
+	hb, _ := newBackend(t, c, prefix)
+	wb, _ := newBackend(t, c, prefix)
+	operator := c.Client(t)
+	acquire(t, hb, request("k", grant(t, hb, 60*time.Second), "H"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := start(ctx, wb, request("k", grant(t, wb, 60*time.Second), "W"))
+	awaitCount(t, operator, prefix+"claims/", 2)
+
+	c.StopMember(0)
+	cancelled := time.Now()
+	cancel()
+	res := await(t, w, "W cancelled during the outage")
+	if took := time.Since(cancelled); took > 3*time.Second {
+		t.Errorf("cancelled Acquire returned %v after the cancel", took)
+	}
+	if !errors.Is(res.err, context.Canceled) {
+		t.Errorf("cancelled Acquire: %v, want context.Canceled", res.err)
+	}
+
+	c.RestartMemberT(t, 0)
+	awaitCount(t, operator, prefix+"claims/", 1) // the holder's claim only
+}
