@@ -66,7 +66,9 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 		}
 		kvs := resp.Responses[1].GetResponseRange().GetKvs()
 		if len(kvs) == 0 {
-			continue // emptied between the compare and the read: cannot happen in one Txn, but harmless
+			// The compare saw a claim that the read in the same Txn did
+			// not: etcd broke its own atomicity. Looping would spin.
+			return a.inconsistent()
 		}
 		if err := a.waitDeleted(ctx, string(kvs[0].Key), resp.Header.Revision+1); err != nil {
 			return err

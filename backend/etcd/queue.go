@@ -45,7 +45,7 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 
 	own := resp.Responses[0].GetResponseRange().GetKvs()
 	if len(own) == 0 {
-		return fmt.Errorf("%w: etcd acquire: claim %s reported both present and absent", backend.ErrUnavailable, a.claimKey)
+		return a.inconsistent() // the compare found our claim, the read did not
 	}
 	if err := a.setToken(own[0].CreateRevision); err != nil {
 		return err
@@ -103,9 +103,16 @@ func (a *acquisition) waitInQueue(ctx context.Context, pred string, rev int64) e
 		if len(own) == 0 || own[0].CreateRevision != a.token {
 			return a.lostError()
 		}
-		pred, rev = "", resp.Header.Revision
-		if kvs := resp.Responses[1].GetResponseRange().GetKvs(); len(kvs) > 0 {
-			pred = string(kvs[0].Key)
+		kvs := resp.Responses[1].GetResponseRange().GetKvs()
+		if len(kvs) == 0 {
+			return a.inconsistent() // the compare saw an older claim, the read did not
 		}
+		pred, rev = string(kvs[0].Key), resp.Header.Revision
 	}
+}
+
+// inconsistent reports a Txn whose compares and reads disagree, which etcd's
+// atomic Txns rule out; returning beats retrying in a tight loop.
+func (a *acquisition) inconsistent() error {
+	return fmt.Errorf("%w: etcd acquire %q: inconsistent Txn response", backend.ErrUnavailable, a.req.Key)
 }
