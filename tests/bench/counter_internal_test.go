@@ -69,8 +69,8 @@ func TestRPCCounter(t *testing.T) {
 	if got != want {
 		t.Errorf("counts = %+v, want %+v", got, want)
 	}
-	if got.requests() != 8 {
-		t.Errorf("requests = %d, want 8 (3 unary + 5 sent on streams)", got.requests())
+	if got.requests() != 5 {
+		t.Errorf("requests = %d, want 5 (3 unary + 2 sent on the watch stream; keep-alives not counted)", got.requests())
 	}
 	if d := got.sub(counts{unary: 1, streamSent: 1, streamRecv: 1, keepAlives: 1}); d != (counts{2, 4, 2, 2}) {
 		t.Errorf("sub = %+v", d)

@@ -2,11 +2,11 @@ package bench_test
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -24,7 +24,28 @@ const (
 	serveValue = "serve"
 	// readyLine prefixes the line on which the child reports its endpoint.
 	readyLine = "endpoint "
+	// serverProfileEnv names a file to which the etcd child writes a CPU
+	// profile of the whole run, to see the server's side of a benchmark:
+	//
+	//	ASHLOCK_BENCH_SERVER_CPUPROFILE=/tmp/etcd.pprof go test -bench ...
+	serverProfileEnv = "ASHLOCK_BENCH_SERVER_CPUPROFILE"
 )
+
+// profileCPU starts a CPU profile written to path; call stop to finish it.
+func profileCPU(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
+}
 
 func TestMain(m *testing.M) {
 	if os.Getenv(serveEnv) == serveValue {
@@ -53,19 +74,23 @@ func (w withServer) Run() int {
 // closes the pipe or dies. Running the member in another process keeps its
 // heap, goroutines and CPU time out of the benchmark's own figures.
 func serveEtcd() int {
-	ctx, cancel := context.WithTimeout(context.Background(), etcdtest.StartTimeout)
-	c, err := etcdtest.Launch(ctx, etcdtest.Options{})
-	cancel()
+	if path := os.Getenv(serverProfileEnv); path != "" {
+		stop, err := profileCPU(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: etcd child:", err)
+			return 1
+		}
+		defer stop()
+	}
+	e, dir, err := startMember()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench: etcd child:", err)
 		return 1
 	}
-	fmt.Printf("%s%s\n", readyLine, c.Endpoints()[0])
+	defer os.RemoveAll(dir)
+	fmt.Printf("%s%s\n", readyLine, e.Clients[0].Addr())
 	_, _ = io.Copy(io.Discard, os.Stdin)
-	if err := c.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench: etcd child close:", err)
-		return 1
-	}
+	e.Close()
 	return 0
 }
 

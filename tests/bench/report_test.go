@@ -19,9 +19,9 @@ func runCtx(b testing.TB) context.Context {
 }
 
 // reportRPCs reports what the counted clients sent per unit of work between
-// two snapshots: requests (unary calls and stream messages sent) as
-// "rpcs/<unit>" and stream messages received (watch events, keep-alive
-// answers) as "msgs-in/<unit>".
+// two snapshots: requests (unary calls and stream messages sent, lease
+// keep-alives excepted) as "rpcs/<unit>" and stream messages received
+// (watch events, keep-alive answers) as "msgs-in/<unit>".
 func reportRPCs(b *testing.B, before, after counts, n int, unit string) {
 	if n <= 0 {
 		return
