@@ -177,10 +177,11 @@ func (g *Guard) lost(cause error) {
 // succeeds or the lease is gone, so the claim does not block the key while
 // other guards keep the shared lease alive.
 //
-// Unlock is idempotent: after the first call it returns nil. Unlocking a
-// guard that was poisoned still removes its claim if the store has it, and
-// returns an error wrapping ErrLeaseExpired so the caller learns that the
-// critical section was not protected to the end.
+// Unlock is idempotent: on a guard already released (by Unlock or Close)
+// it returns nil. Unlocking a guard that was poisoned still removes its
+// claim if the store has it, and returns an error wrapping ErrLeaseExpired
+// (every time) so the caller learns that the critical section was not
+// protected to the end.
 func (g *Guard) Unlock(ctx context.Context) error {
 	if !g.end(ErrUnlocked) {
 		err := g.Err()

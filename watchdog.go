@@ -146,6 +146,9 @@ func (wd *watchdog) grant(ctx context.Context, l *lease) {
 		l.id, l.granted, l.margin = got.ID, got.TTL, margin(got.TTL)
 		l.deadline.Store(int64(sent.Add(got.TTL - l.margin).Sub(wd.epoch)))
 		l.nextRenew = sent.Add(l.key.interval)
+		// No guard has joined yet; count the linger from the grant so that
+		// the scheduler does not take the new lease for an idle one.
+		l.idleSince = time.Now()
 	}
 	close(l.ready)
 	wd.mu.Unlock()
