@@ -210,7 +210,7 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 		Wait:   wait,
 		Fair:   b.fair,
 		Stamp:  c.stampFn,
-		OnLost: g.lost,
+		OnLost: (*lossListener)(g),
 	}
 	actx := ctx
 	if wait && !c.local {

@@ -159,7 +159,15 @@ func (g *Guard) clearOnEnd() {
 	g.mu.Unlock()
 }
 
-// lost is the backend's OnLost callback: the store no longer has the claim.
+// lossListener is the guard seen as the backend's LossListener. It is a
+// distinct unexported type so that the method does not appear on Guard, and
+// converting *Guard to it allocates nothing.
+type lossListener Guard
+
+// ClaimLost implements backend.LossListener.
+func (l *lossListener) ClaimLost(cause error) { (*Guard)(l).lost(cause) }
+
+// lost is told by the backend that the store no longer has the claim.
 func (g *Guard) lost(cause error) {
 	if g.end(fmt.Errorf("%w: %w", ErrLeaseExpired, cause)) {
 		g.client.wd.leave(g.lease, g)

@@ -78,12 +78,26 @@ type AcquireRequest struct {
 	// holders see it, and returns it in Claim.Stamp. An error from Stamp
 	// fails the Acquire: the claim is removed and the error returned.
 	Stamp func(prev Timestamp) (Timestamp, error)
-	// OnLost, when non-nil, is called at most once, after Acquire has
+	// OnLost, when non-nil, is told at most once, after Acquire has
 	// returned the claim, if the store loses the claim other than by
 	// Release: its lease ended, or it was deleted by someone else. The
 	// Backend calls it from its own goroutine; it must not block.
-	OnLost func(cause error)
+	OnLost LossListener
 }
+
+// A LossListener learns that a store lost a claim (see
+// AcquireRequest.OnLost). It is an interface rather than a func so that a
+// caller can pass an object it has already allocated, such as the guard
+// itself, without a closure per acquisition.
+type LossListener interface {
+	ClaimLost(cause error)
+}
+
+// LossFunc adapts a function to a LossListener.
+type LossFunc func(cause error)
+
+// ClaimLost calls f(cause).
+func (f LossFunc) ClaimLost(cause error) { f(cause) }
 
 // Claim is a claim that holds its key.
 type Claim struct {

@@ -60,7 +60,7 @@ func testRevokeSignalsLoss(f *fixture) {
 
 	lostA, lostB, lostC := newLostRecorder(), newLostRecorder(), newLostRecorder()
 	withLost := func(r backend.AcquireRequest, rec *lostRecorder) backend.AcquireRequest {
-		r.OnLost = rec.onLost
+		r.OnLost = backend.LossFunc(rec.onLost)
 		return r
 	}
 	a := f.acquire(withLost(req("loss/1", doomed, "A"), lostA))
@@ -111,9 +111,9 @@ func testReleasedNotLost(f *fixture) {
 	l := f.grant(holdTTL)
 	released, held := newLostRecorder(), newLostRecorder()
 	r1 := req("released/1", l, "released")
-	r1.OnLost = released.onLost
+	r1.OnLost = backend.LossFunc(released.onLost)
 	r2 := req("released/2", l, "held")
-	r2.OnLost = held.onLost
+	r2.OnLost = backend.LossFunc(held.onLost)
 	c1 := f.acquire(r1)
 	f.acquire(r2)
 	f.release(c1)
@@ -137,7 +137,7 @@ func testLeaseExpires(f *fixture) {
 	long := f.grant(holdTTL)
 	lost := newLostRecorder()
 	r := req(key, short, "A")
-	r.OnLost = lost.onLost
+	r.OnLost = backend.LossFunc(lost.onLost)
 	a := f.acquire(r)
 	w := f.start(req(key, long, "W"))
 	f.awaitWaiters(key, "W")

@@ -26,7 +26,7 @@ type registry struct {
 
 type entry struct {
 	key    string // etcd key of the claim
-	onLost func(error)
+	onLost backend.LossListener
 
 	// Guarded by registry.mu.
 	token    int64 // create revision; 0 until known
@@ -43,7 +43,7 @@ func newRegistry() *registry {
 // add registers the claim key for one Acquire. A key already registered
 // means two concurrent Acquires were given the same claim ID, which the
 // contract forbids; it is reported rather than silently shared.
-func (r *registry) add(key string, onLost func(error)) (*entry, error) {
+func (r *registry) add(key string, onLost backend.LossListener) (*entry, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, dup := r.entries[key]; dup {
@@ -126,7 +126,7 @@ func (r *registry) evaluate(e *entry) func() {
 	cause := fmt.Errorf("%w: claim %s no longer exists in etcd (seen at revision %d)",
 		backend.ErrLeaseExpired, e.key, e.absentAt)
 	onLost := e.onLost
-	return func() { onLost(cause) }
+	return func() { onLost.ClaimLost(cause) }
 }
 
 // snapshot lists the registered keys and their tokens (0 if not known yet).

@@ -35,7 +35,7 @@ func TestRegistryLossDecision(t *testing.T) {
 			r := newRegistry()
 			calls := 0
 			var cause error
-			e, err := r.add("k", func(c error) { calls++; cause = c })
+			e, err := r.add("k", backend.LossFunc(func(c error) { calls++; cause = c }))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,7 +69,7 @@ func TestRegistryLossDecision(t *testing.T) {
 
 func TestRegistryPromoteFailsOnceLost(t *testing.T) {
 	r := newRegistry()
-	e, _ := r.add("k", func(error) { t.Error("OnLost called for a claim never handed out") })
+	e, _ := r.add("k", backend.LossFunc(func(error) { t.Error("OnLost called for a claim never handed out") }))
 	if !r.setToken(e, 10) {
 		t.Fatal("setToken reported a loss")
 	}
@@ -87,7 +87,7 @@ func TestRegistryPromoteFailsOnceLost(t *testing.T) {
 
 func TestRegistryReleasedClaimIsSilent(t *testing.T) {
 	r := newRegistry()
-	e, _ := r.add("k", func(error) { t.Error("OnLost called after release") })
+	e, _ := r.add("k", backend.LossFunc(func(error) { t.Error("OnLost called after release") }))
 	r.setToken(e, 10)
 	r.promote(e)
 	r.removeClaim("k", 9) // another token: not ours to remove

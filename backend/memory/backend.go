@@ -97,7 +97,7 @@ func (b *Backend) Close() error {
 
 // lostCall is one OnLost callback owed to a holder.
 type lostCall struct {
-	f     func(cause error)
+	f     backend.LossListener
 	cause error
 }
 
@@ -114,7 +114,7 @@ func (b *Backend) notifyLocked(calls []lostCall) {
 	go func() {
 		defer b.notifying.Done()
 		for _, c := range calls {
-			c.f(c.cause)
+			c.f.ClaimLost(c.cause)
 		}
 	}()
 }

@@ -51,7 +51,7 @@ type claim struct {
 
 	acquiredAt time.Time
 	stamp      backend.Timestamp
-	onLost     func(cause error)
+	onLost     backend.LossListener
 
 	// ready is closed when a waiting request has something to look at:
 	// it became the holder or it left the store. nil when nobody waits on

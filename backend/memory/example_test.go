@@ -42,7 +42,7 @@ func holdOn(b *memory.Backend, key string, ttl time.Duration) (backend.Lease, <-
 	lost := make(chan error, 1)
 	_, err := b.Acquire(ctx, backend.AcquireRequest{
 		Key: key, ID: "claim-" + key, Lease: lease.ID, Owner: "example", Wait: true, Fair: true,
-		OnLost: func(cause error) { lost <- cause },
+		OnLost: backend.LossFunc(func(cause error) { lost <- cause }),
 	})
 	if err != nil {
 		panic(err)

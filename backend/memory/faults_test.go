@@ -18,7 +18,7 @@ func TestFailRenewals(t *testing.T) {
 		l := grant(t, b, 10*time.Second)
 		lost := newLost()
 		r := request("k", l, "A")
-		r.OnLost = lost.onLost
+		r.OnLost = backend.LossFunc(lost.onLost)
 		mustAcquire(t, b, r)
 
 		injected := errors.New("network down")
@@ -95,7 +95,7 @@ func TestDelayedRenewalCountsFromArrival(t *testing.T) {
 		l := grant(t, b, 10*time.Second)
 		lost := newLost()
 		r := request("k", l, "A")
-		r.OnLost = lost.onLost
+		r.OnLost = backend.LossFunc(lost.onLost)
 		mustAcquire(t, b, r)
 		b.DelayRenewals(4 * time.Second)
 		if _, err := b.KeepAlive(t.Context(), l.ID); err != nil { // arrives at t=4s
@@ -130,10 +130,10 @@ func TestExpireLeaseAndExpireKey(t *testing.T) {
 				other := grant(t, b, time.Hour)
 				lost1, lost2 := newLost(), newLost()
 				r1 := request("k1", pooled, "A")
-				r1.OnLost = lost1.onLost
+				r1.OnLost = backend.LossFunc(lost1.onLost)
 				c1 := mustAcquire(t, b, r1)
 				r2 := request("k2", pooled, "B")
-				r2.OnLost = lost2.onLost
+				r2.OnLost = backend.LossFunc(lost2.onLost)
 				mustAcquire(t, b, r2)
 				next := start(t.Context(), b, request("k1", other, "next"))
 				synctest.Wait()
@@ -171,10 +171,10 @@ func TestDeleteClaim(t *testing.T) {
 	l := grant(t, b, time.Hour)
 	lost1, lost2 := newLost(), newLost()
 	r1 := request("k1", l, "A")
-	r1.OnLost = lost1.onLost
+	r1.OnLost = backend.LossFunc(lost1.onLost)
 	c1 := mustAcquire(t, b, r1)
 	r2 := request("k2", l, "B")
-	r2.OnLost = lost2.onLost
+	r2.OnLost = backend.LossFunc(lost2.onLost)
 	c2 := mustAcquire(t, b, r2)
 
 	if !b.DeleteClaim("k1") {
@@ -210,7 +210,7 @@ func TestDeleteClaimBeforeAcquireReturns(t *testing.T) {
 	l := grant(t, b, time.Hour)
 	lost := newLost()
 	r := request("k", l, "A")
-	r.OnLost = lost.onLost
+	r.OnLost = backend.LossFunc(lost.onLost)
 	r.Stamp = func(prev backend.Timestamp) (backend.Timestamp, error) {
 		b.DeleteClaim("k") // the operator strikes while the claim is being stamped
 		return backend.Timestamp{WallTime: 1}, nil

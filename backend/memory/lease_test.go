@@ -42,10 +42,10 @@ func TestLeaseExpiresExactlyAfterTTL(t *testing.T) {
 		long := grant(t, b, time.Hour)
 		lostA, lostB := newLost(), newLost()
 		ra := request("a", short, "A")
-		ra.OnLost = lostA.onLost
+		ra.OnLost = backend.LossFunc(lostA.onLost)
 		a := mustAcquire(t, b, ra)
 		rb := request("b", short, "B")
-		rb.OnLost = lostB.onLost
+		rb.OnLost = backend.LossFunc(lostB.onLost)
 		mustAcquire(t, b, rb)
 		next := start(t.Context(), b, request("a", long, "next"))
 		synctest.Wait()
@@ -98,7 +98,7 @@ func TestKeepAliveRestartsTheTTL(t *testing.T) {
 		l := grant(t, b, 10*time.Second)
 		lost := newLost()
 		r := request("k", l, "A")
-		r.OnLost = lost.onLost
+		r.OnLost = backend.LossFunc(lost.onLost)
 		mustAcquire(t, b, r)
 
 		time.Sleep(9 * time.Second)
@@ -124,7 +124,7 @@ func TestRevoke(t *testing.T) {
 	l := grant(t, b, time.Hour)
 	lost := newLost()
 	r := request("k", l, "A")
-	r.OnLost = lost.onLost
+	r.OnLost = backend.LossFunc(lost.onLost)
 	mustAcquire(t, b, r)
 	if err := b.Revoke(t.Context(), l.ID); err != nil {
 		t.Fatal(err)
@@ -152,11 +152,11 @@ func TestOnLostRunsOffTheCallersGoroutine(t *testing.T) {
 	var mu sync.Mutex
 	done := make(chan struct{})
 	r := request("k", l, "A")
-	r.OnLost = func(error) {
+	r.OnLost = backend.LossFunc(func(error) {
 		mu.Lock()
 		defer mu.Unlock()
 		close(done)
-	}
+	})
 	mustAcquire(t, b, r)
 	mu.Lock()
 	if err := b.Revoke(t.Context(), l.ID); err != nil {
@@ -177,12 +177,12 @@ func TestOnLostNotCalledForReleasedOrUnreturnedClaims(t *testing.T) {
 		other := grant(t, b, time.Hour)
 		released, waiting := newLost(), newLost()
 		r := request("k", l, "released")
-		r.OnLost = released.onLost
+		r.OnLost = backend.LossFunc(released.onLost)
 		mustRelease(t, b, mustAcquire(t, b, r))
 
 		mustAcquire(t, b, request("w", other, "holder"))
 		rw := request("w", l, "waiting")
-		rw.OnLost = waiting.onLost
+		rw.OnLost = backend.LossFunc(waiting.onLost)
 		w := start(t.Context(), b, rw)
 		synctest.Wait()
 
@@ -206,7 +206,7 @@ func TestCloseUnblocksAndRefuses(t *testing.T) {
 		l := grant(t, b, 10*time.Second)
 		lost := newLost()
 		r := request("k", l, "H")
-		r.OnLost = lost.onLost
+		r.OnLost = backend.LossFunc(lost.onLost)
 		h := mustAcquire(t, b, r)
 		waiter := start(t.Context(), b, request("k", l, "W"))
 		b.DelayRenewals(time.Hour)

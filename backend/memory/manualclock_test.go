@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ash-lock/ashlock/backend"
 	"github.com/ash-lock/ashlock/backend/memory"
 )
 
@@ -70,7 +71,7 @@ func TestWithManualClockDrivesExpiry(t *testing.T) {
 	l := grant(t, b, 5*time.Second)
 	lost := newLost()
 	r := request("k", l, "A")
-	r.OnLost = lost.onLost
+	r.OnLost = backend.LossFunc(lost.onLost)
 	c := mustAcquire(t, b, r)
 	if !c.AcquiredAt.Equal(time.Unix(1000, 0)) {
 		t.Errorf("AcquiredAt %v, want the manual clock's time", c.AcquiredAt)

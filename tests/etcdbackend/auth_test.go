@@ -112,7 +112,7 @@ func TestAuthPrefixRoleIsEnough(t *testing.T) {
 
 	lost := newLostSignal()
 	lr := request("lost", grant(t, b, 30*time.Second), "L")
-	lr.OnLost = lost.onLost
+	lr.OnLost = backend.LossFunc(lost.onLost)
 	lc := acquire(t, b, lr)
 	at := time.Now()
 	if err := b.Revoke(testCtx(t, waitBound), lc.Lease); err != nil {

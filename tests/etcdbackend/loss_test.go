@@ -45,11 +45,11 @@ func TestLossFiresOnLost(t *testing.T) {
 			l := grant(t, b, 30*time.Second)
 			lost, other := newLostSignal(), newLostSignal()
 			r := request("held", l, "H")
-			r.OnLost = lost.onLost
+			r.OnLost = backend.LossFunc(lost.onLost)
 			c := acquire(t, b, r)
 			// A claim on another lease, untouched by the loss.
 			r2 := request("other", grant(t, b, 30*time.Second), "O")
-			r2.OnLost = other.onLost
+			r2.OnLost = backend.LossFunc(other.onLost)
 			acquire(t, b, r2)
 
 			at := time.Now()
@@ -95,7 +95,7 @@ func TestLossAcrossCompactedGap(t *testing.T) {
 
 	lost := newLostSignal()
 	r := request("k", grant(t, b, 60*time.Second), "H")
-	r.OnLost = lost.onLost
+	r.OnLost = backend.LossFunc(lost.onLost)
 	claim := acquire(t, b, r)
 
 	c.StopMember(0)

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/ash-lock/ashlock/backend"
 )
 
 // Holding many locks costs no goroutine per lock, and one revoke of their
@@ -22,7 +24,7 @@ func TestHoldingManyLocksIsCheap(t *testing.T) {
 	for i := range n {
 		signals[i] = newLostSignal()
 		r := request(fmt.Sprintf("many/%d", i), l, "holder")
-		r.OnLost = signals[i].onLost
+		r.OnLost = backend.LossFunc(signals[i].onLost)
 		acquire(t, b, r)
 	}
 	if grew := runtime.NumGoroutine() - before; grew > 20 {

@@ -48,7 +48,7 @@ func TestTokensSurviveRestart(t *testing.T) {
 	}
 	lost := newLostSignal()
 	r := request("k", la, "A again")
-	r.OnLost = lost.onLost
+	r.OnLost = backend.LossFunc(lost.onLost)
 	third := acquire(t, a, r)
 	if third.Token <= second.Token {
 		t.Fatalf("token %d, not above %d", third.Token, second.Token)
