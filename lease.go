@@ -37,7 +37,7 @@ type lease struct {
 	renewing    bool
 	cancelRenew func() // cancels the in-flight renewal, if any
 	guards      map[*Guard]struct{}
-	idleSince   time.Time // when guards became empty; zero while in use
+	idleSince   time.Time // when the scheduler first saw guards empty; zero while in use
 	lost        bool      // poisoned or revoked: never joined again
 }
 

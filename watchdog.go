@@ -155,19 +155,13 @@ func (wd *watchdog) grant(ctx context.Context, l *lease) {
 	wd.nudge()
 }
 
-// leave unregisters g from its lease; an unused lease starts to linger.
-// The scheduler is not woken: it looks at idle leases on its next renewal
-// tick anyway, and waking it on every release would cost a goroutine
-// switch per Unlock. A lingering lease is revoked at most one renewal
-// interval after its linger ends.
+// leave unregisters g from its lease. The lease's idleness is noticed by
+// the scheduler on its next tick (it ticks at least once per renewal
+// interval), which starts the linger then: no clock read or wake-up on the
+// release path.
 func (wd *watchdog) leave(l *lease, g *Guard) {
 	wd.mu.Lock()
-	if _, ok := l.guards[g]; ok {
-		delete(l.guards, g)
-		if len(l.guards) == 0 {
-			l.idleSince = time.Now()
-		}
-	}
+	delete(l.guards, g)
 	wd.mu.Unlock()
 }
 
@@ -222,11 +216,14 @@ func (wd *watchdog) tick() time.Time {
 			l.lost = true
 			delete(wd.mu.pool, key)
 			expired = append(expired, l)
-		case len(l.guards) == 0 && !now.Before(l.idleSince.Add(linger(l))):
+		case len(l.guards) == 0 && !l.idleSince.IsZero() && !now.Before(l.idleSince.Add(linger(l))):
 			l.lost = true
 			delete(wd.mu.pool, key)
 			idle = append(idle, l)
 		default:
+			if len(l.guards) == 0 && l.idleSince.IsZero() {
+				l.idleSince = now // first tick to see it unused
+			}
 			if !l.renewing && !now.Before(l.nextRenew) {
 				l.renewing = true
 				renew = append(renew, l)

@@ -215,8 +215,10 @@ func TestEtcd(t *testing.T) {
 				t.Errorf("%s{outcome=%s} = %d against a healthy etcd, want 0", renewals, o, got)
 			}
 		}
+		// The third renewal may have been counted and not yet had its
+		// margin recorded when the reader collected.
 		mg := s.hist(t, renewMargin, noAttrs)
-		if int64(mg.Count) != ok {
+		if d := ok - int64(mg.Count); d < 0 || d > 1 {
 			t.Errorf("%s has %d samples for %d successful renewals", renewMargin, mg.Count, ok)
 		}
 		lo, _ := mg.Min.Value()
