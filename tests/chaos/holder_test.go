@@ -20,6 +20,16 @@ const (
 	retryPause     = 100 * time.Millisecond // after a failed Acquire, at most
 )
 
+// span is a range of durations to draw from.
+type span struct{ min, max time.Duration }
+
+func (s span) draw(rng *rand.Rand) time.Duration {
+	if s.max <= s.min {
+		return s.min
+	}
+	return s.min + time.Duration(rng.Int64N(int64(s.max-s.min)))
+}
+
 // holder is a lock holder running in this process, in its own goroutine,
 // with its own locker on its own etcd client through its own route. While
 // it holds the lock it does read-modify-write steps on the register in
@@ -35,6 +45,7 @@ type holder struct {
 	acqs    *acquisitions
 	clk     clock
 	rng     *rand.Rand // owned by the holder's goroutine
+	hold    span       // how long to keep the lock each time
 	// onAcquire is told of every acquisition, for faults that target the
 	// current holder.
 	onAcquire func(holder int)
@@ -117,13 +128,14 @@ func (h *holder) probe(hd held, a *acquisition, stop <-chan struct{}, stopped ch
 	}
 }
 
-// critical does one to three steps, each a read-modify-write on the
-// register and one on the resource, checking the lock before each step as
-// a careful holder would - but not between a read and its write, where a
-// pause is what fencing is for.
+// critical holds the lock for a random time in hold (at least one step),
+// doing steps, each a read-modify-write on the register and one on the
+// resource. It checks the lock before each step as a careful holder would -
+// but not between a read and its write, where a pause is what fencing is
+// for.
 func (h *holder) critical(ctx context.Context, hd held, a *acquisition) {
-	n := 1 + h.rng.IntN(3)
-	for range n {
+	until := time.Now().Add(h.hold.draw(h.rng))
+	for first := true; first || time.Now().Before(until); first = false {
 		at := h.clk.now()
 		if ctx.Err() != nil || !hd.valid() {
 			return

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
@@ -172,7 +173,18 @@ func (l *sessionLocker) close(context.Context) error {
 	if l.sess == nil {
 		return nil
 	}
-	return l.sess.Close()
+	err := l.sess.Close()
+	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		// Close revokes on the session's keep-alive connection; a fault
+		// may just have broken it. Try once more on a fresh request.
+		ctx, cancel := context.WithTimeout(l.life, releaseTimeout)
+		defer cancel()
+		_, err = l.cli.Revoke(ctx, l.sess.Lease())
+	}
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return nil // the lease is gone already: nothing to clean up
+	}
+	return err
 }
 
 type sessionHeld struct {

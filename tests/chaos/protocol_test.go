@@ -45,6 +45,8 @@ type workerConfig struct {
 	RegKey    string        `json:"regKey"`
 	TTL       time.Duration `json:"ttl"`
 	Fair      bool          `json:"fair"`
+	MinHold   time.Duration `json:"minHold"`
+	MaxHold   time.Duration `json:"maxHold"`
 	Seed      uint64        `json:"seed"`
 }
 

@@ -86,16 +86,22 @@ func (r *route) endpoints() []string {
 	return out
 }
 
-// blackhole drops every byte between the holder and etcd, both ways, on
-// connections open now and opened later. Dropped bytes are gone: once
-// healed, an old connection usually fails on garbled frames and the client
-// reconnects, as after a real middlebox fault.
+// blackhole stops all traffic between the holder and etcd, both ways, on
+// connections open now and opened later: nothing gets through until heal.
+// What was sent meanwhile is held and delivered after heal, as TCP would
+// retransmit it once a partition ends - so requests the client has long
+// given up on reach etcd late, which is part of the test.
+//
+// The proxy's BlackholeTx/Rx, which drop bytes from a live TCP stream,
+// are not used: no real network does that, it garbles HTTP/2 framing, and
+// the client then sits on a dead connection until gRPC keep-alive gives up
+// on it (10s at the least), which says nothing about the lock.
 func (r *route) blackhole() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range r.proxies {
-		p.BlackholeTx()
-		p.BlackholeRx()
+		p.PauseTx()
+		p.PauseRx()
 	}
 	r.blackholed = true
 }
@@ -117,8 +123,8 @@ func (r *route) heal() {
 	defer r.mu.Unlock()
 	if r.blackholed {
 		for _, p := range r.proxies {
-			p.UnblackholeTx()
-			p.UnblackholeRx()
+			p.UnpauseTx()
+			p.UnpauseRx()
 		}
 		r.blackholed = false
 	}

@@ -30,6 +30,7 @@ type runConfig struct {
 	children int           // holders in child processes
 	session  bool          // in-process holders use etcd's concurrency package (control)
 	fencing  bool          // the resource fences reads and writes
+	hold     span          // how long a holder keeps the lock each time
 	prof     profile
 }
 
@@ -236,7 +237,7 @@ func (h *harness) setup(t *testing.T, cfg runConfig) (clock, *resource, *history
 		}
 		h.holders = append(h.holders, &holder{
 			id: i, lk: lk, cli: cli, regKey: regKey, regHist: regHist, res: resrc, acqs: acqs, clk: clk,
-			rng: rand.New(rand.NewPCG(cfg.seed, uint64(i))), onAcquire: inj.acquired,
+			rng: rand.New(rand.NewPCG(cfg.seed, uint64(i))), hold: cfg.hold, onAcquire: inj.acquired,
 		})
 	}
 	for i := cfg.inProc; i < n; i++ {
@@ -244,7 +245,7 @@ func (h *harness) setup(t *testing.T, cfg runConfig) (clock, *resource, *history
 			onAcq: inj.acquired, onRead: inj.childServed}
 		err := startChild(ch, workerConfig{
 			ID: i, Endpoints: h.routes[i].endpoints(), Prefix: prefix, Key: lockKey, RegKey: regKey,
-			TTL: cfg.prof.ttl, Fair: i%2 == 0, Seed: cfg.seed,
+			TTL: cfg.prof.ttl, Fair: i%2 == 0, Seed: cfg.seed, MinHold: cfg.hold.min, MaxHold: cfg.hold.max,
 		})
 		if err != nil {
 			return clk, nil, nil, nil, nil, 0, err

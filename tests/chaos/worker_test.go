@@ -154,8 +154,8 @@ func (w *worker) run(ctx context.Context) {
 
 // critical mirrors holder.critical.
 func (w *worker) critical(ctx context.Context, hd held) {
-	n := 1 + w.rng.IntN(3)
-	for range n {
+	until := time.Now().Add(span{w.cfg.MinHold, w.cfg.MaxHold}.draw(w.rng))
+	for first := true; first || time.Now().Before(until); first = false {
 		if ctx.Err() != nil || !hd.valid() {
 			return
 		}
