@@ -1,0 +1,159 @@
+package etcd
+
+import (
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// Fuzz targets for the parsing this package does on its own: key escaping
+// (which keeps the queues of keys that are prefixes of one another apart),
+// claim and stamp records read back from etcd, and cluster seeds. Seed
+// inputs are in testdata/fuzz/<target>/; run one with, for example,
+//
+//	go test -run '^$' -fuzz '^FuzzEscapeKey$' -fuzztime 10m -parallel 1 ./backend/etcd
+
+// FuzzEscapeKey checks, for any two byte strings a and b: escaping round
+// trips, never yields '/', is canonical (whatever unescapeKey accepts,
+// escapeKey gives back), and two different keys never share a queue
+// directory - escaped(a)+"/" is never a prefix of escaped(b)+"/" - nor
+// parse back to the wrong key.
+func FuzzEscapeKey(f *testing.F) {
+	for _, p := range [][2]string{
+		{"a", "a/b"}, {"a/", "a"}, {"orders/4", "orders/42"}, {"a%", "a%2F"},
+		{"%2F", "/"}, {"a\x00", "a"}, {"\x7f", "%7F"}, {"é/ü", "é"}, {"", "/"},
+	} {
+		f.Add(p[0], p[1])
+	}
+	l := newLayout("p/")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		ea, eb := escapeKey(a), escapeKey(b)
+		if strings.Contains(ea, "/") {
+			t.Fatalf("escapeKey(%q) = %q contains '/'", a, ea)
+		}
+		if back, err := unescapeKey(ea); err != nil || back != a {
+			t.Fatalf("unescapeKey(escapeKey(%q)) = %q, %v", a, back, err)
+		}
+		if a != b && strings.HasPrefix(eb+"/", ea+"/") {
+			t.Fatalf("keys %q and %q share a directory: %q is a prefix of %q", a, b, ea+"/", eb+"/")
+		}
+		if a != b && ea == eb {
+			t.Fatalf("keys %q and %q both escape to %q", a, b, ea)
+		}
+		// b as an escaped form someone else wrote: accepted only if canonical.
+		if u, err := unescapeKey(b); err == nil {
+			if escapeKey(u) != b {
+				t.Fatalf("unescapeKey(%q) = %q, but escapeKey gives %q", b, u, escapeKey(u))
+			}
+		} else if !errors.Is(err, errBadEscape) {
+			t.Fatalf("unescapeKey(%q) error %v does not wrap errBadEscape", b, err)
+		}
+		// A claim's etcd key parses back to its key and id, whatever
+		// the key; arbitrary etcd keys never panic the parser.
+		if k, id, err := l.parseClaim(l.claim(a, "id")); err != nil || k != a || id != "id" {
+			t.Fatalf("parseClaim(claim(%q, id)) = %q, %q, %v", a, k, id, err)
+		}
+		if k, _, err := l.parseClaim(l.claimsRoot() + b); err == nil && !strings.HasPrefix(l.claimsRoot()+b, l.dir(k)) {
+			t.Fatalf("parseClaim(%q) = key %q, whose directory %q does not contain it", l.claimsRoot()+b, k, l.dir(k))
+		}
+	})
+}
+
+// FuzzClaimRecord checks that decoding any bytes as a claim or stamp record
+// never panics and either fails with ErrBadRecord or gives a record that
+// survives encoding and decoding again; and that any record built from the
+// fields round trips.
+func FuzzClaimRecord(f *testing.F) {
+	valid := encodeClaim(claimRecord{Owner: "host:42", AcquiredAt: time.Unix(0, 1_700_000_000_000_000_000), Stamp: backend.Timestamp{WallTime: 5, Logical: 7}})
+	f.Add([]byte(valid), "host:42", int64(1_700_000_000_000_000_000), int64(5), uint32(7))
+	f.Add([]byte{}, "", int64(0), int64(0), uint32(0))
+	f.Add([]byte{1, 0, 0, 0, 0}, "é", int64(-1), int64(-1), uint32(1<<32-1))
+	f.Add([]byte{1, 0x80, 0x00, 0, 0, 0}, "a\x00b", int64(1), int64(1<<62), uint32(0)) // overlong length
+	f.Add([]byte{2, 0, 0, 0, 0}, "v2", int64(0), int64(0), uint32(0))                   // unknown version
+	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, "", int64(0), int64(0), uint32(0))
+	f.Fuzz(func(t *testing.T, data []byte, owner string, at, wall int64, logical uint32) {
+		if rec, err := decodeClaim(data); err != nil {
+			if !errors.Is(err, ErrBadRecord) {
+				t.Fatalf("decodeClaim(%x) error %v does not wrap ErrBadRecord", data, err)
+			}
+		} else {
+			again, err := decodeClaim([]byte(encodeClaim(rec)))
+			if err != nil || !sameRecord(again, rec) {
+				t.Fatalf("decodeClaim(%x) = %+v, which re-encodes to %+v, %v", data, rec, again, err)
+			}
+		}
+		if st, err := decodeStamp(data); err != nil {
+			if !errors.Is(err, ErrBadRecord) {
+				t.Fatalf("decodeStamp(%x) error %v does not wrap ErrBadRecord", data, err)
+			}
+		} else if again, err := decodeStamp([]byte(encodeStamp(st))); err != nil || again != st {
+			t.Fatalf("decodeStamp(%x) = %v, which re-encodes to %v, %v", data, st, again, err)
+		}
+
+		rec := claimRecord{Owner: owner, AcquiredAt: fromUnixNanos(at), Stamp: backend.Timestamp{WallTime: wall, Logical: logical}}
+		got, err := decodeClaim([]byte(encodeClaim(rec)))
+		if err != nil || !sameRecord(got, rec) {
+			t.Fatalf("decodeClaim(encodeClaim(%+v)) = %+v, %v", rec, got, err)
+		}
+		if got, err := decodeStamp([]byte(encodeStamp(rec.Stamp))); err != nil || got != rec.Stamp {
+			t.Fatalf("decodeStamp(encodeStamp(%v)) = %v, %v", rec.Stamp, got, err)
+		}
+	})
+}
+
+func sameRecord(a, b claimRecord) bool {
+	return a.Owner == b.Owner && a.Stamp == b.Stamp && a.AcquiredAt.Equal(b.AcquiredAt) && a.AcquiredAt.IsZero() == b.AcquiredAt.IsZero()
+}
+
+// FuzzParseSeed checks that ParseSeed never panics, that every failure
+// wraps ErrBadSeed, and that every success gives at least one endpoint
+// with a numeric port in 1..65535 and a valid prefix - and is a fixed
+// point: the seed rebuilt from the result parses to the same result.
+func FuzzParseSeed(f *testing.F) {
+	for _, s := range []string{
+		"etcd://h1:2379,h2:2379/prefix/", "etcd://localhost", "etcd://127.0.0.1:2379/app",
+		"etcd://[::1]:2379/a/b/", "etcd://[::1]/", "etcd://::1/", "etcd:///p/", "etcd://h:0/",
+		"etcd://h:65536/", "etcd://a,,b/", "etcd://h/p?x=1", "etcd://h/p#f", "redis://h:1/",
+		"etcd://h/\x00/", "etcd://[fe80::1%eth0]:2379/", "etcd://h:+1/", "etcd://h:0x10/",
+		"etcd://h:02379/", "etcd://[h]:1/", "etcd://h/" + strings.Repeat("p", 300),
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, seed string) {
+		eps, prefix, err := ParseSeed(seed)
+		if err != nil {
+			if !errors.Is(err, ErrBadSeed) {
+				t.Fatalf("ParseSeed(%q) error %v does not wrap ErrBadSeed", seed, err)
+			}
+			if eps != nil || prefix != "" {
+				t.Fatalf("ParseSeed(%q) failed but returned %q, %q", seed, eps, prefix)
+			}
+			return
+		}
+		if len(eps) == 0 {
+			t.Fatalf("ParseSeed(%q) gave no endpoints", seed)
+		}
+		for _, ep := range eps {
+			host, port, err := net.SplitHostPort(ep)
+			if err != nil || host == "" {
+				t.Fatalf("ParseSeed(%q): endpoint %q is not host:port: %v", seed, ep, err)
+			}
+			if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 || strconv.FormatUint(n, 10) != port {
+				t.Fatalf("ParseSeed(%q): endpoint %q has port %q", seed, ep, port)
+			}
+		}
+		if err := validatePrefix(prefix); err != nil {
+			t.Fatalf("ParseSeed(%q) gave prefix %q: %v", seed, prefix, err)
+		}
+		rebuilt := seedScheme + strings.Join(eps, ",") + "/" + prefix
+		eps2, prefix2, err := ParseSeed(rebuilt)
+		if err != nil || prefix2 != prefix || strings.Join(eps2, ",") != strings.Join(eps, ",") {
+			t.Fatalf("ParseSeed(%q) = %q, %q; rebuilt %q parses to %q, %q, %v", seed, eps, prefix, rebuilt, eps2, prefix2, err)
+		}
+	})
+}
