@@ -72,6 +72,7 @@ func (h *harness) check(t *testing.T, res *runResult, resrc *resource, regHist *
 		}
 	}
 	res.overlaps = overlaps(all)
+	res.lostHolds, res.closest = closestCall(all)
 	res.problems = append(res.problems, tokenAndStampProblems(all)...)
 	if res.afterFaults == 0 {
 		res.problems = append(res.problems, fmt.Sprintf("no acquisition in the %v after the faults ended", res.cfg.quiet))

@@ -152,3 +152,19 @@ func TestScheduleIsReproducible(t *testing.T) {
 		t.Errorf("a minute's schedule covers %d kinds, want all %d", len(seen), len(allFaults))
 	}
 }
+
+func TestClosestCall(t *testing.T) {
+	acqs := []acquisition{
+		{holder: 0, token: 10, returned: 100, believed: 180, probed: true, lost: true},
+		{holder: 1, token: 12, returned: 200, believed: 260, probed: true},
+		{holder: 2, token: 15, returned: 300, believed: 390, probed: true, lost: true},
+		{holder: 0, token: 20, returned: 400},
+	}
+	lost, closest := closestCall(acqs)
+	if lost != 2 || closest != 10 {
+		t.Errorf("closestCall = %d, %v; want 2 lost holds, closest 10ns (token 15 before token 20)", lost, closest)
+	}
+	if _, closest := closestCall(acqs[1:2]); closest != -1 {
+		t.Errorf("closestCall without a lost hold = %v, want -1", closest)
+	}
+}

@@ -130,6 +130,8 @@ type acquisition struct {
 	stampW   int64
 	stampL   uint32
 	hasStamp bool
+	// lost: the holder saw its lock go (a check failed) while it held it.
+	lost bool
 	// doneButValid counts checks that found FencingToken succeeding after
 	// Done had been seen closed: a broken guard.
 	doneButValid int

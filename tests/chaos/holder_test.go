@@ -116,6 +116,7 @@ func (h *holder) probe(hd held, a *acquisition, stop <-chan struct{}, stopped ch
 			return
 		}
 		if !ok {
+			h.acqs.update(a, func(a *acquisition) { a.lost = true })
 			return
 		}
 		select {

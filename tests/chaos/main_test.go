@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"flag"
-	"fmt"
 	"os"
 	"strconv"
 	"testing"
@@ -73,9 +72,4 @@ func verifyNoLeaks(t *testing.T) {
 	if err := goleak.Find(etcdtest.IgnoredGoroutines()...); err != nil {
 		t.Errorf("goroutines left after the run: %v", err)
 	}
-}
-
-// describe formats fault counts for logs.
-func describe(m map[string]int) string {
-	return fmt.Sprint(m)
 }

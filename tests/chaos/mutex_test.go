@@ -62,6 +62,33 @@ func overlaps(acqs []acquisition) []overlap {
 	return out
 }
 
+// closestCall returns, over the holders in this process that lost their
+// lock while holding it (poisoned by the watchdog or the loss watch, or -
+// in the control - a session that ended), how many there were and the
+// smallest margin by which one stopped believing before the next
+// acquisition returned: how close the run came to an overlap.
+func closestCall(acqs []acquisition) (lost int, closest time.Duration) {
+	byToken := slices.Clone(acqs)
+	slices.SortFunc(byToken, func(a, b acquisition) int { return cmp.Compare(a.token, b.token) })
+	closest = -1
+	first := int64(-1) // earliest return among later acquisitions
+	for i := len(byToken) - 1; i >= 0; i-- {
+		a := byToken[i]
+		if a.probed && a.lost {
+			lost++
+			if first >= 0 && a.believed > 0 {
+				if gap := time.Duration(first - a.believed); closest < 0 || gap < closest {
+					closest = gap
+				}
+			}
+		}
+		if first < 0 || a.returned < first {
+			first = a.returned
+		}
+	}
+	return lost, closest
+}
+
 // tokenAndStampProblems checks guarantees 2 and 10 over a run's
 // acquisitions: tokens are never reused, and in token order each stamp is
 // greater than the one before.

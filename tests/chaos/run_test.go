@@ -50,6 +50,8 @@ type runResult struct {
 	regLost, regLostAcked    int
 	resLost, resLostAcked    int
 	overlaps                 []overlap
+	lostHolds                int           // in-process holds that ended by losing the lock
+	closest                  time.Duration // see closestCall; -1 if none
 	doneButValid             int
 	leftoverClaims           []string
 	problems                 []string // token, stamp, record and liveness problems
@@ -57,7 +59,8 @@ type runResult struct {
 	clusterFaults, clientFlt []fault
 }
 
-// violations counts everything that breaks a guarantee.
+// violations counts everything that breaks a guarantee (for the controls,
+// what they are meant to provoke).
 func (r *runResult) violations() int {
 	n := r.regLost + r.resLost + len(r.overlaps) + r.doneButValid + len(r.leftoverClaims) + len(r.problems)
 	if r.regCheck != porcupine.Ok {
@@ -74,12 +77,14 @@ func (r *runResult) String() string {
 		"%d acquisitions (%d after the faults), %d failed acquires, %d steps; "+
 		"register: %d ops, %s, %d lost updates (%d acknowledged); "+
 		"resource (fencing %v): %d ops, %s, %d lost updates (%d acknowledged); "+
-		"strict mutex overlaps: %d; Done-but-valid: %d; claims left: %d; other problems: %d; took %v",
+		"strict mutex overlaps: %d (in-process holds ended by loss of the lock: %d, closest call %v); "+
+		"Done-but-valid: %d; claims left: %d; other problems: %d; violations in all: %d; took %v",
 		r.cfg.name, r.cfg.seed, r.cfg.faultFor, r.faults, r.cfg.inProc+r.cfg.children, r.cfg.inProc, r.cfg.children,
 		r.acquisitions, r.afterFaults, r.failedAcquires, r.steps,
 		r.regOps, r.regCheck, r.regLost, r.regLostAcked,
 		r.cfg.fencing, r.resOps, r.resCheck, r.resLost, r.resLostAcked,
-		len(r.overlaps), r.doneButValid, len(r.leftoverClaims), len(r.problems), r.elapsed.Round(time.Second))
+		len(r.overlaps), r.lostHolds, r.closest, r.doneButValid, len(r.leftoverClaims), len(r.problems), r.violations(),
+		r.elapsed.Round(time.Second))
 }
 
 // harness holds what a run has started, so that teardown can stop it in
