@@ -75,6 +75,10 @@ func (h *holder) run(ctx context.Context) {
 		stop, stopped := make(chan struct{}), make(chan struct{})
 		go h.probe(hd, a, stop, stopped)
 		h.critical(ctx, hd, a)
+		if !hd.valid() {
+			// Lost while holding, whether or not a check noticed in time.
+			h.acqs.update(a, func(a *acquisition) { a.lost = true })
+		}
 		close(stop)
 		select {
 		case <-stopped:

@@ -20,9 +20,10 @@ const (
 	revokeTimeout  = 2 * time.Second
 	revokeAttempts = 8
 	revokeRetry    = 250 * time.Millisecond
-	// freezeAim: how long a freeze waits for its target to be answered a
-	// read, so that the pause falls between a read and its write.
-	freezeAim = 1500 * time.Millisecond
+	// aimTimeout: how long a fault aimed at the current holder waits for
+	// the moment it aims at (an acquisition; for a freeze, an answered
+	// read, so that the pause falls between a read and its write).
+	aimTimeout = 1500 * time.Millisecond
 )
 
 // injector carries out fault schedules. Every fault is undone when its
@@ -39,6 +40,7 @@ type injector struct {
 
 	current atomic.Int64 // ID of the holder that acquired last
 	served  chan int     // IDs of children just answered a read; see childServed
+	acqs    chan int     // IDs of holders that just acquired; see acquired
 
 	mu     sync.Mutex
 	counts map[string]int // faults injected, by kind (and variant)
@@ -47,13 +49,19 @@ type injector struct {
 
 func newInjector(cl *cluster, admin *clientv3.Client, inspect *etcd.Backend, prefix string, routes []*route, children map[int]*child, logf func(string, ...any)) *injector {
 	inj := &injector{cl: cl, admin: admin, inspect: inspect, prefix: prefix, routes: routes, children: children, logf: logf,
-		served: make(chan int, 64), counts: make(map[string]int)}
+		served: make(chan int, 64), acqs: make(chan int, 64), counts: make(map[string]int)}
 	inj.current.Store(-1)
 	return inj
 }
 
-// acquired is the holders' onAcquire hook.
-func (inj *injector) acquired(holder int) { inj.current.Store(int64(holder)) }
+// acquired is the holders' onAcquire hook. It never blocks.
+func (inj *injector) acquired(holder int) {
+	inj.current.Store(int64(holder))
+	select {
+	case inj.acqs <- holder:
+	default:
+	}
+}
 
 // childServed is the children's hook, called after a child was answered a
 // read: the moment to freeze it for a late write. It never blocks.
@@ -127,7 +135,7 @@ func (inj *injector) apply(ctx context.Context, f fault) func() error {
 	case faultPartition:
 		return inj.partition(f)
 	case faultBlackhole, faultDelay:
-		return inj.disturb(f)
+		return inj.disturb(ctx, f)
 	case faultRevoke:
 		inj.revoke(ctx, f)
 		return nil
@@ -183,12 +191,26 @@ func (inj *injector) target(f fault, candidates []int) int {
 	return candidates[f.pick%uint64(len(candidates))]
 }
 
-func (inj *injector) disturb(f fault) func() error {
+func (inj *injector) disturb(ctx context.Context, f fault) func() error {
 	ids := make([]int, len(inj.routes))
 	for i := range ids {
 		ids[i] = i
 	}
 	h := inj.target(f, ids)
+	if f.current {
+		// Aim at the start of a hold: the holder is then sure to be in its
+		// critical section when the fault bites. Take whoever acquires
+		// next, or the last one to acquire if nobody does in time.
+		for len(inj.acqs) > 0 {
+			<-inj.acqs
+		}
+		select {
+		case h = <-inj.acqs:
+		case <-time.After(aimTimeout):
+		case <-ctx.Done():
+			return nil
+		}
+	}
 	r := inj.routes[h]
 	if f.kind == faultBlackhole {
 		r.blackhole()
@@ -308,7 +330,7 @@ func (inj *injector) freeze(ctx context.Context, f fault) func() error {
 		<-inj.served
 	}
 	target, aimed := -1, false
-	deadline := time.NewTimer(freezeAim)
+	deadline := time.NewTimer(aimTimeout)
 	defer deadline.Stop()
 	for target < 0 {
 		select {
@@ -324,7 +346,7 @@ func (inj *injector) freeze(ctx context.Context, f fault) func() error {
 			// The aimed-at holder did not read in time (it may have let
 			// go of the lock): take the next child that does.
 			want = -1
-			deadline.Reset(freezeAim)
+			deadline.Reset(aimTimeout)
 		case <-ctx.Done():
 			return nil
 		}
