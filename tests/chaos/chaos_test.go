@@ -24,7 +24,7 @@ var allFaults = []faultKind{faultLeaderKill, faultPartition, faultBlackhole, fau
 // working again once the faults stop, and no goroutine left.
 func TestChaos(t *testing.T) {
 	res := run(t, runConfig{
-		name: "chaos", seed: baseSeed(t), faultFor: faultPeriod(t), quiet: 4 * time.Second,
+		name: "chaos", seed: baseSeed(t), faultFor: faultPeriod(t), quiet: 6 * time.Second,
 		inProc: 3, children: 3, fencing: true, hold: span{0, 1500 * time.Millisecond},
 		prof: profile{kinds: allFaults, ttl: ttl},
 	})
