@@ -1,0 +1,175 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ash-lock/ashlock/backend/etcd"
+)
+
+// harness holds what a run has started, so that teardown can stop it in
+// order whatever point setup reached.
+type harness struct {
+	cl       *cluster
+	admin    *clientv3.Client
+	inspect  *etcd.Backend // on admin; closed before it
+	sockDir  string
+	routes   []*route
+	holders  []*holder
+	clients  []*clientv3.Client
+	children []*child
+	stopped  bool // stopHolders has run
+}
+
+// setup starts the cluster, routes, holders and children.
+func (h *harness) setup(t *testing.T, cfg runConfig) (clock, *resource, *history, *acquisitions, *injector, int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), memberTimeout)
+	defer cancel()
+	clk := newClock()
+	var err error
+	if h.cl, err = startCluster(ctx, 3); err != nil {
+		return clk, nil, nil, nil, nil, 0, err
+	}
+	if h.admin, err = newEtcdClient(h.cl.clientAddrs()); err != nil {
+		return clk, nil, nil, nil, nil, 0, err
+	}
+	regKey := registerKey(cfg)
+	from, err := initRegister(ctx, h.admin, regKey)
+	if err != nil {
+		return clk, nil, nil, nil, nil, 0, err
+	}
+	// Unix socket paths are short-lived and must stay under ~100 bytes.
+	if h.sockDir, err = os.MkdirTemp("", "ashchaos"); err != nil {
+		return clk, nil, nil, nil, nil, 0, err
+	}
+	n := cfg.inProc + cfg.children
+	for i := range n {
+		r, err := newRoute(h.sockDir, fmt.Sprintf("h%d", i), h.cl.clientAddrs())
+		if err != nil {
+			return clk, nil, nil, nil, nil, 0, err
+		}
+		h.routes = append(h.routes, r)
+	}
+	resrc := newResource(clk, cfg.fencing)
+	regHist, acqs := &history{}, &acquisitions{}
+	children := make(map[int]*child)
+	prefix := lockPrefix(cfg)
+	if h.inspect, err = etcd.New(h.admin, etcd.WithPrefix(prefix)); err != nil {
+		return clk, nil, nil, nil, nil, 0, err
+	}
+	inj := newInjector(h.cl, h.admin, h.inspect, prefix, h.routes, children, t.Logf)
+
+	for i := range cfg.inProc {
+		cli, err := newEtcdClient(h.routes[i].endpoints())
+		if err != nil {
+			return clk, nil, nil, nil, nil, 0, err
+		}
+		h.clients = append(h.clients, cli)
+		var lk locker
+		if cfg.session {
+			lk = newSessionLocker(cli, prefix+"session/", cfg.prof.ttl)
+		} else if lk, err = newLibLocker(ctx, cli, prefix, lockKey, fmt.Sprintf("holder-%d", i), cfg.prof.ttl, i%2 == 0); err != nil {
+			return clk, nil, nil, nil, nil, 0, err
+		}
+		h.holders = append(h.holders, &holder{
+			id: i, lk: lk, cli: cli, regKey: regKey, regHist: regHist, res: resrc, acqs: acqs, clk: clk,
+			rng: rand.New(rand.NewPCG(cfg.seed, uint64(i))), hold: cfg.hold, onAcquire: inj.acquired,
+		})
+	}
+	for i := cfg.inProc; i < n; i++ {
+		ch := &child{id: i, route: h.routes[i], res: resrc, regHist: regHist, acqs: acqs, clk: clk,
+			onAcq: inj.acquired, onRead: inj.childServed}
+		err := startChild(ch, workerConfig{
+			ID: i, Endpoints: h.routes[i].endpoints(), Prefix: prefix, Key: lockKey, RegKey: regKey,
+			TTL: cfg.prof.ttl, Fair: i%2 == 0, Seed: cfg.seed, MinHold: cfg.hold.min, MaxHold: cfg.hold.max,
+		})
+		if err != nil {
+			return clk, nil, nil, nil, nil, 0, err
+		}
+		h.children = append(h.children, ch)
+		children[i] = ch
+	}
+	return clk, resrc, regHist, acqs, inj, from, nil
+}
+
+func lockPrefix(cfg runConfig) string { return fmt.Sprintf("chaos-%s-%d/", cfg.name, cfg.seed) }
+
+func registerKey(cfg runConfig) string {
+	return fmt.Sprintf("chaos-register-%s-%d", cfg.name, cfg.seed)
+}
+
+// stopHolders stops the children and closes the in-process lockers (which
+// releases what they hold) and their clients. It is part of teardown too,
+// and idempotent.
+func (h *harness) stopHolders() []error {
+	if h.stopped {
+		return nil
+	}
+	h.stopped = true
+	var errs []error
+	for _, ch := range h.children {
+		if err := ch.stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, ho := range h.holders {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*releaseTimeout)
+		if err := ho.lk.close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("holder %d: close: %w", ho.id, err))
+		}
+		cancel()
+		if ho.stuck.Load() {
+			errs = append(errs, fmt.Errorf("holder %d: prober did not stop", ho.id))
+		}
+	}
+	for _, cli := range h.clients {
+		if err := cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// closeRoutes closes every route; closing a route twice does nothing.
+func (h *harness) closeRoutes() []error {
+	var errs []error
+	for _, r := range h.routes {
+		if err := r.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// teardown stops everything setup started, in order: holders, routes,
+// the admin client, the cluster.
+func (h *harness) teardown() []error {
+	errs := append(h.stopHolders(), h.closeRoutes()...)
+	if h.inspect != nil {
+		if err := h.inspect.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if h.admin != nil {
+		if err := h.admin.Close(); err != nil && !errors.Is(err, context.Canceled) {
+			errs = append(errs, err)
+		}
+	}
+	if h.cl != nil {
+		if err := h.cl.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if h.sockDir != "" {
+		if err := os.RemoveAll(h.sockDir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}

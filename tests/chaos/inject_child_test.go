@@ -1,0 +1,156 @@
+package chaos
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Faults on child holders: lease revocations and SIGSTOP pauses.
+
+// childIDs lists the children's holder IDs in order.
+func (inj *injector) childIDs() []int {
+	ids := make([]int, 0, len(inj.children))
+	for id := range inj.children {
+		ids = append(ids, id)
+	}
+	// Map order is random; the schedule's pick must mean the same child
+	// in every replay.
+	slices.Sort(ids)
+	return ids
+}
+
+// revoke revokes the lease of a child's claim on the lock, as an operator
+// might: the holder's if a child holds the lock and the fault aims at it,
+// else a queued child's (whose Acquire must then fail, not go on to hold
+// the key). Only children are targets: a revocation takes the key away at
+// once, and the holder can only learn of it afterwards (guarantee 4), so
+// the strict mutex model - checked on the holders in this process - does
+// not apply to it.
+func (inj *injector) revoke(ctx context.Context, f fault) {
+	// The lock changes hands several times a second, so a moment with no
+	// child claim, or a claim that goes before it is found, is common:
+	// look again a few times before giving up.
+	var outcome string
+	for attempt := range revokeAttempts {
+		if attempt > 0 && !waitUntil(ctx, time.Now().Add(revokeRetry)) {
+			break
+		}
+		if outcome = inj.revokeOnce(ctx, f); outcome == "lease-revoke" {
+			break
+		}
+	}
+	inj.count(outcome)
+}
+
+// revokeOnce makes one attempt and returns the outcome to count.
+func (inj *injector) revokeOnce(ctx context.Context, f fault) string {
+	rctx, cancel := context.WithTimeout(ctx, revokeTimeout)
+	defer cancel()
+	info, err := inj.inspect.Inspect(rctx, lockKey)
+	if err != nil {
+		inj.logf("fault %v: inspect: %v", f, err)
+		return "lease-revoke failed (cluster busy)"
+	}
+	holding := info.Held && strings.HasPrefix(info.Owner, childOwner)
+	var queued []uint64
+	for _, w := range info.Waiters {
+		if strings.HasPrefix(w.Owner, childOwner) {
+			queued = append(queued, w.Token)
+		}
+	}
+	var token uint64
+	switch {
+	case holding && (f.current || len(queued) == 0):
+		token = info.Token
+	case len(queued) > 0:
+		token = queued[f.pick%uint64(len(queued))]
+	default:
+		return "lease-revoke skipped (no child had a claim)"
+	}
+	// A claim's token is its create revision; find its lease. (Not with
+	// WithKeysOnly: etcd 3.7 leaves the lease out of keys-only answers.)
+	resp, err := inj.admin.Get(rctx, inj.prefix, clientv3.WithPrefix())
+	if err != nil {
+		inj.logf("fault %v: list claims: %v", f, err)
+		return "lease-revoke failed (cluster busy)"
+	}
+	var lease int64
+	for _, kv := range resp.Kvs {
+		if uint64(kv.CreateRevision) == token && kv.Lease != 0 {
+			lease = kv.Lease
+		}
+	}
+	if lease == 0 {
+		return "lease-revoke skipped (the claim went meanwhile)"
+	}
+	if _, err := inj.admin.Revoke(rctx, clientv3.LeaseID(lease)); err != nil {
+		// Not a test failure: the cluster may be without a leader just now,
+		// or the lease may have ended since the listing.
+		inj.logf("fault %v: revoke lease %x: %v", f, lease, err)
+		return "lease-revoke failed (cluster busy)"
+	}
+	what := "a queued"
+	if info.Held && info.Token == token {
+		what = "the holding"
+	}
+	inj.logf("fault %v: revoked lease %x of %s claim, token %d", f, lease, what, token)
+	return "lease-revoke"
+}
+
+func (inj *injector) freeze(ctx context.Context, f fault) func() error {
+	ids := inj.childIDs()
+	if len(ids) == 0 {
+		return nil
+	}
+	// Aim the pause between a read and its write: wait (briefly) for a
+	// child to be answered a read - the current holder if it is a child
+	// and the fault aims at it, else any child, which then holds the lock
+	// - and freeze that one. Stale notifications are dropped first.
+	want := -1
+	if f.current {
+		if cur := int(inj.current.Load()); inj.children[cur] != nil {
+			want = cur
+		}
+	}
+	for len(inj.served) > 0 {
+		<-inj.served
+	}
+	target, aimed := -1, false
+	deadline := time.NewTimer(aimTimeout)
+	defer deadline.Stop()
+	for target < 0 {
+		select {
+		case id := <-inj.served:
+			if want < 0 || id == want {
+				target, aimed = id, true
+			}
+		case <-deadline.C:
+			if want < 0 {
+				target = ids[f.pick%uint64(len(ids))]
+				break
+			}
+			// The aimed-at holder did not read in time (it may have let
+			// go of the lock): take the next child that does.
+			want = -1
+			deadline.Reset(aimTimeout)
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	ch := inj.children[target]
+	if err := ch.freeze(); err != nil {
+		inj.fail(err)
+		return nil
+	}
+	if aimed {
+		inj.count("sigstop")
+	} else {
+		inj.count("sigstop (not after a read)")
+	}
+	inj.logf("fault %v: froze holder %d (after a read: %v)", f, ch.id, aimed)
+	return ch.thaw
+}
