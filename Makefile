@@ -26,6 +26,11 @@ lint:
 	$(STATICCHECK) ./...
 	cd tests && $(STATICCHECK) ./...
 
+BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+
+# About 20 minutes on 2 cores; see BENCHMARKS.md for how to read it.
 bench:
-	$(GO) test -run '^$$' -bench . -count 6 . | tee bench-memory.txt
-	cd tests && $(GO) test -run '^$$' -bench . -count 6 ./bench/ | tee ../bench-etcd.txt
+	$(GO) test -run '^$$' -bench . -count 6 -timeout 30m . | tee bench-memory.txt
+	cd tests && $(GO) test -run '^$$' -bench . -benchtime 2s -count 6 -timeout 60m ./bench/ | tee ../bench-etcd.txt
+	$(BENCHSTAT) -col /impl bench-memory.txt
+	$(BENCHSTAT) -col /impl bench-etcd.txt
