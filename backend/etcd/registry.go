@@ -19,9 +19,16 @@ import (
 // are fresh UUIDs, so no other incarnation of the key exists after T).
 // Keeping the highest absent revision seen makes the order in which the
 // watch event and the Acquire reply arrive irrelevant.
+//
+// It also serves predecessor waits from the same watch (see predwait.go).
 type registry struct {
 	mu      sync.Mutex
 	entries map[string]*entry
+
+	// Predecessor waits; see predwait.go.
+	preds   map[string][]*predWait // by the etcd key waited for
+	healthy bool                   // the loss watch delivers every delete after last
+	last    int64                  // no dispatched delete is above this revision
 }
 
 type entry struct {
@@ -37,7 +44,7 @@ type entry struct {
 }
 
 func newRegistry() *registry {
-	return &registry{entries: make(map[string]*entry)}
+	return &registry{entries: make(map[string]*entry), preds: make(map[string][]*predWait)}
 }
 
 // add registers the claim key for one Acquire. A key already registered
@@ -102,6 +109,43 @@ func (r *registry) promote(e *entry) bool {
 func (r *registry) observeAbsent(key string, rev int64) func() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.observeAbsentLocked(key, rev)
+}
+
+// deleted is one delete delivered by the loss watch.
+type deleted struct {
+	key string
+	rev int64 // the revision of the delete
+}
+
+// observeDeletes dispatches the deletes of one loss-watch response, in
+// revision order, to the claims and the predecessor waits they concern,
+// then raises last to the highest of their revisions and progress (the
+// revision up to which a progress notification says every delete was
+// delivered; 0 if none). It returns the OnLost callbacks that became due,
+// for the caller to run without holding any lock.
+//
+// All of it happens under one hold of r.mu: a waitPred that ran between the
+// dispatch of a delete and the raise of last would see last below that
+// delete's revision and register a wait for a delete already gone by.
+func (r *registry) observeDeletes(dels []deleted, progress int64) []func() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var due []func()
+	last := progress
+	for _, d := range dels {
+		r.wakePredsLocked(d.key, d.rev)
+		if fn := r.observeAbsentLocked(d.key, d.rev); fn != nil {
+			due = append(due, fn)
+		}
+		last = max(last, d.rev)
+	}
+	r.last = max(r.last, last)
+	return due
+}
+
+// observeAbsentLocked is observeAbsent with r.mu held.
+func (r *registry) observeAbsentLocked(key string, rev int64) func() {
 	e := r.entries[key]
 	if e == nil || rev <= e.absentAt {
 		return nil

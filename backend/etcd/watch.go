@@ -87,6 +87,10 @@ func (b *Backend) watchOnce(ctx context.Context, last int64) (int64, bool) {
 		opts = append(opts, clientv3.WithRev(last+1))
 	}
 	established := false
+	// However the watch ends, deletes after last may now go unseen until
+	// a new one is established: wake every predecessor wait so that its
+	// waiter looks again (see predwait.go).
+	defer b.reg.watchStopped()
 	for wr := range b.cli.Watch(wctx, b.layout.claimsRoot(), opts...) {
 		if wr.CompactRevision != 0 {
 			// Deletes between last and the compaction point are lost
@@ -104,19 +108,32 @@ func (b *Backend) watchOnce(ctx context.Context, last int64) (int64, bool) {
 					return 0, established
 				}
 			}
+			// From here on every delete after last reaches this loop,
+			// so predecessor waits may rely on it. A fresh watch is
+			// marked so only after its recheck: nothing is dispatched
+			// before, and a wait meanwhile is better off watching by
+			// itself than stalling behind a recheck that may retry.
+			b.reg.watchEstablished(last)
 			continue
 		}
+		dels := make([]deleted, 0, len(wr.Events))
 		for _, ev := range wr.Events {
-			if ev.Type != mvccpb.DELETE {
-				continue
+			if ev.Type == mvccpb.DELETE {
+				dels = append(dels, deleted{key: string(ev.Kv.Key), rev: ev.Kv.ModRevision})
+				last = max(last, ev.Kv.ModRevision)
 			}
-			if fn := b.reg.observeAbsent(string(ev.Kv.Key), ev.Kv.ModRevision); fn != nil {
-				fn()
-			}
-			last = max(last, ev.Kv.ModRevision)
 		}
+		// Only a progress notification's header revision says that every
+		// delete up to it was delivered; an event response's header may
+		// be ahead of its events (etcd sends a catching-up watcher its
+		// events in batches, each with the store's current revision).
+		var progress int64
 		if wr.IsProgressNotify() {
-			last = max(last, wr.Header.GetRevision())
+			progress = wr.Header.GetRevision()
+			last = max(last, progress)
+		}
+		for _, fn := range b.reg.observeDeletes(dels, progress) {
+			fn()
 		}
 	}
 	return last, established

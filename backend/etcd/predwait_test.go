@@ -1,0 +1,156 @@
+package etcd
+
+import "testing"
+
+// isClosed reports whether ch is closed, without blocking.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// A predecessor wait relies on the loss watch only while the watch is
+// established and has dispatched nothing at or above the wait's start; it
+// wakes on exactly the deletes that satisfy it.
+func TestPredWaitRegistration(t *testing.T) {
+	tests := []struct {
+		name        string
+		established int64   // watchEstablished(this) first; -1: never
+		dispatched  []int64 // deletes of "other" dispatched before waitPred
+		progress    int64   // progress revision of that response
+		from        int64
+		wantOK      bool
+	}{
+		{"watch not established", -1, nil, 0, 10, false},
+		{"established below from", 5, nil, 0, 10, true},
+		{"established at from", 10, nil, 0, 10, false},
+		{"a dispatched delete at from", 5, []int64{10}, 0, 10, false},
+		{"a dispatched delete below from", 5, []int64{9}, 0, 10, true},
+		{"a progress notification at from", 5, nil, 10, 10, false},
+		{"a progress notification below from", 5, nil, 9, 10, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRegistry()
+			if tt.established >= 0 {
+				r.watchEstablished(tt.established)
+			}
+			var dels []deleted
+			for _, rev := range tt.dispatched {
+				dels = append(dels, deleted{key: "other", rev: rev})
+			}
+			r.observeDeletes(dels, tt.progress)
+			_, cancel, ok := r.waitPred("k", tt.from)
+			if ok != tt.wantOK {
+				t.Fatalf("waitPred ok = %v, want %v", ok, tt.wantOK)
+			}
+			if ok {
+				cancel()
+			}
+			if n := len(r.preds); n != 0 {
+				t.Fatalf("%d keys still have waits after cancel", n)
+			}
+		})
+	}
+}
+
+func TestPredWaitWakesOnItsDeleteOnly(t *testing.T) {
+	tests := []struct {
+		name     string
+		key      string
+		rev      int64
+		wantWake bool
+	}{
+		{"delete of the key at from", "k", 10, true},
+		{"delete of the key after from", "k", 12, true},
+		{"delete of the key before from", "k", 9, false},
+		{"delete of another key", "k2", 12, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRegistry()
+			r.watchEstablished(5)
+			ch, cancel, ok := r.waitPred("k", 10)
+			if !ok {
+				t.Fatal("waitPred refused on an established watch")
+			}
+			t.Cleanup(cancel)
+			r.observeDeletes([]deleted{{key: tt.key, rev: tt.rev}}, 0)
+			if got := isClosed(ch); got != tt.wantWake {
+				t.Fatalf("woken = %v, want %v", got, tt.wantWake)
+			}
+			if tt.wantWake && len(r.preds) != 0 {
+				t.Fatal("a woken wait is still registered")
+			}
+		})
+	}
+}
+
+// Waits on one key from different revisions wake independently, and a
+// cancelled wait is neither woken nor kept.
+func TestPredWaitSeveralOnOneKey(t *testing.T) {
+	r := newRegistry()
+	r.watchEstablished(5)
+	early, cancelEarly, ok1 := r.waitPred("k", 8)
+	late, cancelLate, ok2 := r.waitPred("k", 12)
+	gone, cancelGone, ok3 := r.waitPred("k", 8)
+	if !ok1 || !ok2 || !ok3 {
+		t.Fatal("waitPred refused on an established watch")
+	}
+	defer cancelEarly()
+	defer cancelLate()
+	cancelGone()
+
+	r.observeDeletes([]deleted{{key: "k", rev: 9}}, 0)
+	if !isClosed(early) || isClosed(late) || isClosed(gone) {
+		t.Fatalf("after delete at 9: early %v late %v cancelled %v; want true false false",
+			isClosed(early), isClosed(late), isClosed(gone))
+	}
+	cancelEarly() // after the wake: a no-op
+	if n := len(r.preds["k"]); n != 1 {
+		t.Fatalf("%d waits registered on k, want 1 (late)", n)
+	}
+	r.observeDeletes([]deleted{{key: "k", rev: 12}}, 0)
+	if !isClosed(late) {
+		t.Fatal("late wait not woken by the delete at its start revision")
+	}
+	if len(r.preds) != 0 {
+		t.Fatal("waits left registered after every one was woken")
+	}
+}
+
+// When the loss watch stops, every wait wakes (its waiter looks again) and
+// no new wait registers until the watch is established again.
+func TestPredWaitWatchStopped(t *testing.T) {
+	r := newRegistry()
+	r.watchEstablished(5)
+	a, cancelA, _ := r.waitPred("a", 10)
+	b, cancelB, _ := r.waitPred("b", 20)
+	defer cancelA()
+	defer cancelB()
+	r.watchStopped()
+	if !isClosed(a) || !isClosed(b) {
+		t.Fatal("a wait survived the loss watch's stop")
+	}
+	if len(r.preds) != 0 {
+		t.Fatal("waits left registered after the stop")
+	}
+	if _, _, ok := r.waitPred("a", 30); ok {
+		t.Fatal("waitPred accepted while the loss watch is down")
+	}
+	// Resumed from below what was already dispatched: last stays where it
+	// was, which only refuses more.
+	r.observeDeletes([]deleted{{key: "x", rev: 25}}, 0)
+	r.watchEstablished(21)
+	if _, _, ok := r.waitPred("a", 25); ok {
+		t.Fatal("waitPred accepted a start at or below a dispatched delete")
+	}
+	_, cancel, ok := r.waitPred("a", 26)
+	if !ok {
+		t.Fatal("waitPred refused after the watch was established again")
+	}
+	cancel()
+}
