@@ -189,7 +189,7 @@ func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*Guard, error) {
 		if errors.Is(err, ErrLeaseExpired) && attempt < 3 && ctx.Err() == nil && !c.closed.Load() {
 			continue
 		}
-		c.metrics.failed(start, wait, err)
+		c.metrics.failed(start, err)
 		return nil, err
 	}
 }

@@ -111,7 +111,7 @@ func (m *metrics) acquired(start time.Time, wait bool) {
 	}
 }
 
-func (m *metrics) failed(start time.Time, _ bool, err error) {
+func (m *metrics) failed(start time.Time, err error) {
 	if start.IsZero() {
 		return
 	}
