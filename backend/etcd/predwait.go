@@ -21,6 +21,15 @@ package etcd
 // wait is refused) or after it (then it wakes the wait). A wait that is
 // refused falls back to a watch of its own.
 //
+// Under load the loss watch often dispatches some other delete between the
+// waiter's read and its registration, so last >= from is common. To keep
+// those waits off the slow path too, the registry remembers the most recent
+// deletes it dispatched (recent, a ring of recentDeletes entries, which
+// holds every dispatched delete above recentFloor). If from > recentFloor,
+// every delete in [from, last] is in the ring: if one of them is of key,
+// the wait is already satisfied; if none is, registering is as safe as when
+// last < from.
+//
 // When the loss watch stops (error, compaction, leader loss, Close) it may
 // miss deletes, so every registered wait is woken. A wake is only a hint:
 // both callers of waitDeleted look at the queue again with a Txn after it
@@ -46,10 +55,18 @@ type predWait struct {
 func (r *registry) waitPred(key string, from int64) (ch <-chan struct{}, cancel func(), ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.healthy || r.last >= from {
-		// last >= from: a delete of key in [from, last] may already have
-		// been dispatched, and nothing remembers it.
+	if !r.healthy {
 		return nil, nil, false
+	}
+	if r.last >= from {
+		if from <= r.recentFloor {
+			// A delete of key in [from, last] may already have been
+			// dispatched, and the ring no longer remembers it.
+			return nil, nil, false
+		}
+		if r.deletedSinceLocked(key, from) {
+			return closedChan, func() {}, true
+		}
 	}
 	w := &predWait{from: from, ch: make(chan struct{})}
 	r.preds[key] = append(r.preds[key], w)
@@ -89,6 +106,45 @@ func (r *registry) wakePredsLocked(key string, rev int64) {
 	r.setPredsLocked(key, kept)
 }
 
+// recentDeletes is how many dispatched deletes the registry remembers.
+const recentDeletes = 1024
+
+// closedChan is handed to a wait that a remembered delete already satisfies.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// rememberLocked records a dispatched delete in the ring, forgetting the
+// oldest when it is full. Called with r.mu held, in dispatch order.
+func (r *registry) rememberLocked(d deleted) {
+	if len(r.recent) < recentDeletes {
+		r.recent = append(r.recent, d)
+		return
+	}
+	old := r.recent[r.recentNext]
+	// Several deletes can share a revision (one Txn, one revoke): forgetting
+	// one of them means no delete at that revision is vouched for any more.
+	r.recentFloor = max(r.recentFloor, old.rev)
+	r.recent[r.recentNext] = d
+	r.recentNext = (r.recentNext + 1) % recentDeletes
+}
+
+// deletedSinceLocked reports whether the ring holds a delete of key at a
+// revision >= from. Called with r.mu held.
+func (r *registry) deletedSinceLocked(key string, from int64) bool {
+	for _, d := range r.recent {
+		if d.key == key && d.rev >= from {
+			return true
+		}
+	}
+	return false
+}
+
+// forgetRecentLocked empties the ring and vouches for nothing up to last:
+// the loss watch is starting (again) and may have missed deletes before.
+func (r *registry) forgetRecentLocked() {
+	r.recent, r.recentNext = r.recent[:0], 0
+	r.recentFloor = r.last
+}
+
 func (r *registry) setPredsLocked(key string, ws []*predWait) {
 	if len(ws) == 0 {
 		delete(r.preds, key)
@@ -107,6 +163,7 @@ func (r *registry) watchEstablished(from int64) {
 	// from below the registry's last changes nothing, since no wait was
 	// registered while it was down.
 	r.last = max(r.last, from)
+	r.forgetRecentLocked()
 }
 
 // watchStopped records that the loss watch has stopped delivering deletes
@@ -116,6 +173,7 @@ func (r *registry) watchStopped() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.healthy = false
+	r.forgetRecentLocked()
 	for key, ws := range r.preds {
 		for _, w := range ws {
 			close(w.ch)

@@ -27,9 +27,10 @@ func TestPredWaitRegistration(t *testing.T) {
 		{"watch not established", -1, nil, 0, 10, false},
 		{"established below from", 5, nil, 0, 10, true},
 		{"established at from", 10, nil, 0, 10, false},
-		{"a dispatched delete at from", 5, []int64{10}, 0, 10, false},
+		// The ring shows that none of the deletes in [from, last] was of k.
+		{"a dispatched delete at from", 5, []int64{10}, 0, 10, true},
 		{"a dispatched delete below from", 5, []int64{9}, 0, 10, true},
-		{"a progress notification at from", 5, nil, 10, 10, false},
+		{"a progress notification at from", 5, nil, 10, 10, true},
 		{"a progress notification below from", 5, nil, 9, 10, true},
 	}
 	for _, tt := range tests {
@@ -153,4 +154,66 @@ func TestPredWaitWatchStopped(t *testing.T) {
 		t.Fatal("waitPred refused after the watch was established again")
 	}
 	cancel()
+}
+
+// Once the loss watch has dispatched deletes at or above a wait's start,
+// the ring of recent deletes decides: a remembered delete of the key
+// satisfies the wait at once, the absence of one lets it register, and
+// anything the ring may have forgotten sends it to the fallback.
+func TestPredWaitUsesRecentDeletes(t *testing.T) {
+	t.Run("a remembered delete of the key satisfies the wait", func(t *testing.T) {
+		r := newRegistry()
+		r.watchEstablished(5)
+		r.observeDeletes([]deleted{{key: "k", rev: 10}, {key: "other", rev: 11}}, 0)
+		ch, cancel, ok := r.waitPred("k", 9)
+		if !ok || !isClosed(ch) {
+			t.Fatalf("waitPred = ok %v, closed %v; want a wait already satisfied", ok, ok && isClosed(ch))
+		}
+		cancel()
+		if _, _, ok := r.waitPred("k", 11); !ok {
+			t.Fatal("a wait starting after the remembered delete was refused")
+		}
+	})
+	t.Run("a delete older than the wait does not satisfy it", func(t *testing.T) {
+		r := newRegistry()
+		r.watchEstablished(5)
+		r.observeDeletes([]deleted{{key: "k", rev: 8}, {key: "other", rev: 11}}, 0)
+		ch, cancel, ok := r.waitPred("k", 9)
+		if !ok || isClosed(ch) {
+			t.Fatalf("waitPred = ok %v; want registered and not yet woken", ok)
+		}
+		r.observeDeletes([]deleted{{key: "k", rev: 12}}, 0)
+		if !isClosed(ch) {
+			t.Fatal("a later delete of k did not wake the registered wait")
+		}
+		cancel()
+	})
+	t.Run("a full ring forgets, and the wait falls back", func(t *testing.T) {
+		r := newRegistry()
+		r.watchEstablished(5)
+		var dels []deleted
+		for rev := int64(6); rev < 6+recentDeletes+1; rev++ {
+			dels = append(dels, deleted{key: "other", rev: rev})
+		}
+		r.observeDeletes(dels, 0)
+		if _, _, ok := r.waitPred("k", 6); ok {
+			t.Fatal("waitPred relied on a delete the ring has forgotten")
+		}
+		if _, _, ok := r.waitPred("k", 7); !ok {
+			t.Fatal("waitPred refused a start the ring still covers")
+		}
+	})
+	t.Run("a stopped watch forgets everything", func(t *testing.T) {
+		r := newRegistry()
+		r.watchEstablished(5)
+		r.observeDeletes([]deleted{{key: "other", rev: 8}}, 0)
+		r.watchStopped()
+		r.watchEstablished(8)
+		if _, _, ok := r.waitPred("k", 7); ok {
+			t.Fatal("waitPred relied on deletes seen before the watch stopped")
+		}
+		if _, _, ok := r.waitPred("k", 9); !ok {
+			t.Fatal("waitPred refused a start above the restarted watch's revision")
+		}
+	})
 }

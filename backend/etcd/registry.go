@@ -29,6 +29,12 @@ type registry struct {
 	preds   map[string][]*predWait // by the etcd key waited for
 	healthy bool                   // the loss watch delivers every delete after last
 	last    int64                  // no dispatched delete is above this revision
+
+	// recent remembers the latest dispatched deletes (see predwait.go):
+	// every dispatched delete above recentFloor is in it.
+	recent      []deleted
+	recentNext  int // once full, the slot to overwrite next (the oldest)
+	recentFloor int64
 }
 
 type entry struct {
@@ -134,6 +140,7 @@ func (r *registry) observeDeletes(dels []deleted, progress int64) []func() {
 	var due []func()
 	last := progress
 	for _, d := range dels {
+		r.rememberLocked(d)
 		r.wakePredsLocked(d.key, d.rev)
 		if fn := r.observeAbsentLocked(d.key, d.rev); fn != nil {
 			due = append(due, fn)
