@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,23 +20,8 @@ import (
 // shared is the etcd most tests use; each test keeps to its own prefix.
 var shared *etcdtest.Cluster
 
-type withServer struct{ m *testing.M }
-
-func (w withServer) Run() int {
-	ctx, cancel := context.WithTimeout(context.Background(), etcdtest.StartTimeout)
-	c, err := etcdtest.Launch(ctx, etcdtest.Options{})
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	shared = c
-	defer c.Close()
-	return w.m.Run()
-}
-
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(withServer{m}, etcdtest.IgnoredGoroutines()...)
+	goleak.VerifyTestMain(etcdtest.WithShared{M: m, Shared: &shared}, etcdtest.IgnoredGoroutines()...)
 }
 
 const waitBound = 10 * time.Second

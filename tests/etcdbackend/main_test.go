@@ -3,7 +3,6 @@ package etcdbackend_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,26 +18,8 @@ import (
 // shared is the server most tests use; each test keeps to its own prefix.
 var shared *etcdtest.Cluster
 
-// withServer runs the tests between starting and stopping the shared
-// server, so that goleak.VerifyTestMain checks for leaks with the server
-// already gone.
-type withServer struct{ m *testing.M }
-
-func (w withServer) Run() int {
-	ctx, cancel := context.WithTimeout(context.Background(), etcdtest.StartTimeout)
-	c, err := etcdtest.Launch(ctx, etcdtest.Options{})
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	shared = c
-	defer c.Close()
-	return w.m.Run()
-}
-
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(withServer{m}, etcdtest.IgnoredGoroutines()...)
+	goleak.VerifyTestMain(etcdtest.WithShared{M: m, Shared: &shared}, etcdtest.IgnoredGoroutines()...)
 }
 
 var prefixSeq atomic.Int64

@@ -2,6 +2,8 @@ package etcdtest
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -54,4 +56,34 @@ func (c *Cluster) RestartMemberT(t testing.TB, i int) {
 	if err := c.RestartMember(ctx, i); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// WithShared wraps a test binary's M: Run starts a one-member cluster,
+// stores it in *Shared for the package's tests, runs them, and closes the
+// cluster before returning. Pass it to goleak.VerifyTestMain so that the
+// leak check runs with the server already gone:
+//
+//	var shared *etcdtest.Cluster
+//
+//	func TestMain(m *testing.M) {
+//		goleak.VerifyTestMain(etcdtest.WithShared{M: m, Shared: &shared}, etcdtest.IgnoredGoroutines()...)
+//	}
+type WithShared struct {
+	M      *testing.M
+	Shared **Cluster
+}
+
+// Run implements goleak's TestingM. It returns 1 without running any test
+// if the cluster does not start within StartTimeout.
+func (w WithShared) Run() int {
+	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
+	c, err := Launch(ctx, Options{})
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	*w.Shared = c
+	defer c.Close()
+	return w.M.Run()
 }
