@@ -172,7 +172,8 @@ func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*Guard, error) {
 		return nil, err
 	}
 	var start time.Time // zero: no metrics SDK, skip the clock reads
-	if c.metrics.timing() {
+	timed := c.metrics.timing()
+	if timed {
 		start = time.Now()
 	}
 	// A lease can be lost between being picked from the pool and the claim
@@ -181,7 +182,7 @@ func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*Guard, error) {
 	// recovers by itself; the bound stops a store that keeps dropping leases
 	// from looping forever.
 	for attempt := 1; ; attempt++ {
-		g, err := c.acquireOnce(ctx, b, leaseKey{ttl, interval}, wait)
+		g, err := c.acquireOnce(ctx, b, leaseKey{ttl, interval}, wait, timed)
 		if err == nil {
 			c.metrics.acquired(start, wait)
 			return g, nil
@@ -194,7 +195,9 @@ func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*Guard, error) {
 	}
 }
 
-func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseKey, wait bool) (*Guard, error) {
+// acquireOnce makes one attempt with one lease. timed says whether a
+// metrics SDK records durations, as decided once per Acquire.
+func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseKey, wait, timed bool) (*Guard, error) {
 	g := &Guard{client: c, key: b.key}
 	l, err := c.wd.join(ctx, key, g)
 	if err != nil {
@@ -234,7 +237,7 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 
 	g.mu.Lock()
 	g.claim, g.hasStamp = claim, req.Stamp != nil
-	if c.metrics.timing() {
+	if timed {
 		g.acquired = time.Now()
 	}
 	// Decided under g.mu, which end takes too: either g is counted as held

@@ -138,10 +138,7 @@ func (wd *watchdog) grant(ctx context.Context, l *lease) {
 	}
 	if err != nil {
 		l.grantErr = err
-		l.lost = true
-		if wd.mu.pool[l.key] == l {
-			delete(wd.mu.pool, l.key)
-		}
+		wd.dropLocked(l)
 	} else {
 		l.id, l.granted, l.margin = got.ID, got.TTL, margin(got.TTL)
 		l.deadline.Store(int64(sent.Add(got.TTL - l.margin).Sub(wd.epoch)))
@@ -204,7 +201,7 @@ func (wd *watchdog) tick() time.Time {
 		return time.Time{}
 	}
 	now := time.Now()
-	for key, l := range wd.mu.pool {
+	for _, l := range wd.mu.pool {
 		select {
 		case <-l.ready:
 		default:
@@ -213,12 +210,10 @@ func (wd *watchdog) tick() time.Time {
 		deadline := wd.at(l.deadline.Load())
 		switch {
 		case !now.Before(deadline):
-			l.lost = true
-			delete(wd.mu.pool, key)
+			wd.dropLocked(l)
 			expired = append(expired, l)
 		case len(l.guards) == 0 && !l.idleSince.IsZero() && !now.Before(l.idleSince.Add(linger(l))):
-			l.lost = true
-			delete(wd.mu.pool, key)
+			wd.dropLocked(l)
 			idle = append(idle, l)
 		default:
 			if len(l.guards) == 0 && l.idleSince.IsZero() {
@@ -333,16 +328,25 @@ func (wd *watchdog) revokeAsync(l *lease) {
 // it). It poisons l at once.
 func (wd *watchdog) loseLease(l *lease, cause error) {
 	wd.mu.Lock()
+	dropped := wd.dropLocked(l)
+	wd.mu.Unlock()
+	if dropped {
+		wd.poison(l, cause)
+	}
+}
+
+// dropLocked marks l lost and takes it out of the pool, so that no guard
+// joins it again. It reports false if l was already lost. Called with
+// wd.mu held.
+func (wd *watchdog) dropLocked(l *lease) bool {
 	if l.lost {
-		wd.mu.Unlock()
-		return
+		return false
 	}
 	l.lost = true
 	if wd.mu.pool[l.key] == l {
 		delete(wd.mu.pool, l.key)
 	}
-	wd.mu.Unlock()
-	wd.poison(l, cause)
+	return true
 }
 
 // close stops the scheduler and returns every lease it held, with the
