@@ -24,6 +24,7 @@ const maxOwnerLen = 256
 type LockBuilder struct {
 	client      *LockClient
 	key         string
+	keyErr      error // validateKey(key), checked once by Lock
 	owner       string
 	ttl         time.Duration
 	interval    time.Duration
@@ -73,8 +74,8 @@ func (b *LockBuilder) WithOwner(label string) *LockBuilder {
 // renewal interval, or every problem found.
 func (b *LockBuilder) settings() (ttl, interval time.Duration, err error) {
 	var errs []error
-	if err := validateKey(b.key); err != nil {
-		errs = append(errs, err)
+	if b.keyErr != nil {
+		errs = append(errs, b.keyErr)
 	}
 	ttl = cmp.Or(b.client.cfg.DefaultTTL, defaultTTL)
 	if b.ttlSet {
@@ -243,7 +244,12 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 	// Decided under g.mu, which end takes too: either g is counted as held
 	// here and whoever ends it later (poisoning, Unlock, Close) uncounts
 	// it, or it ended first and is never counted.
-	ok := g.err == nil && c.wd.trusted(l)
+	// g.err is set if the lease was poisoned (or the client closed) since
+	// g joined it. A deadline that has passed without the scheduler having
+	// run yet is not checked here: FencingToken and Claim check it on every
+	// use, so such a guard can never hand out its token, and the scheduler
+	// ends it in a moment. Sparing the clock read matters on this path.
+	ok := g.err == nil
 	if ok {
 		g.counted = true
 		c.metrics.held(1)
@@ -254,8 +260,8 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 		// granting the claim. End g first, so that a poisoning that has
 		// already picked it up neither counts nor reports it, then take the
 		// claim back and report the loss.
-		g.end(ErrUnlocked)
-		_ = c.release(ctx, g)
+		claim, _ := g.endClaim(ErrUnlocked)
+		_ = c.release(ctx, g, claim)
 		if c.closed.Load() {
 			return nil, ErrClosed
 		}

@@ -22,7 +22,8 @@ const idBlock = 64
 // substrings of it, so an acquisition costs neither a read of the kernel's
 // random source nor an allocation of its own.
 type claimIDs struct {
-	base [16]byte
+	base   [16]byte
+	prefix string // formatted high half of every name, with its dashes; made once
 
 	mu    sync.Mutex
 	seq   uint64
@@ -56,19 +57,31 @@ func (ids *claimIDs) next() string {
 	return name
 }
 
-// appendName appends the name for sequence number seq.
+// appendName appends the name for sequence number seq. Only the low 64
+// bits change with seq, so the first 19 characters (the high 64 bits and
+// their dashes) are formatted once per client and copied.
 func (ids *claimIDs) appendName(buf []byte, seq uint64) []byte {
-	u := ids.base
-	binary.BigEndian.PutUint64(u[8:], binary.BigEndian.Uint64(u[8:])+seq)
-	u[6] = u[6]&0x0f | 0x40 // version 4
-	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
-	buf = hex.AppendEncode(buf, u[0:4])
-	buf = append(buf, '-')
-	buf = hex.AppendEncode(buf, u[4:6])
-	buf = append(buf, '-')
-	buf = hex.AppendEncode(buf, u[6:8])
-	buf = append(buf, '-')
-	buf = hex.AppendEncode(buf, u[8:10])
-	buf = append(buf, '-')
-	return hex.AppendEncode(buf, u[10:16])
+	if ids.prefix == "" {
+		u := ids.base
+		u[6] = u[6]&0x0f | 0x40 // version 4
+		p := hex.AppendEncode(nil, u[0:4])
+		p = append(p, '-')
+		p = hex.AppendEncode(p, u[4:6])
+		p = append(p, '-')
+		p = hex.AppendEncode(p, u[6:8])
+		ids.prefix = string(append(p, '-'))
+	}
+	var low [8]byte
+	binary.BigEndian.PutUint64(low[:], binary.BigEndian.Uint64(ids.base[8:])+seq)
+	low[0] = low[0]&0x3f | 0x80 // RFC 4122 variant
+	buf = append(buf, ids.prefix...)
+	for i, x := range low {
+		if i == 2 {
+			buf = append(buf, '-')
+		}
+		buf = append(buf, hexDigits[x>>4], hexDigits[x&0x0f])
+	}
+	return buf
 }
+
+const hexDigits = "0123456789abcdef"

@@ -20,7 +20,8 @@ type Guard struct {
 	key      string
 	lease    *lease
 	hasStamp bool
-	acquired time.Time // local clock, for the hold-time metric; zero without an SDK
+	acquired time.Time  // local clock, for the hold-time metric; zero without an SDK
+	inLease  guardLinks // place in lease.guards; guarded by watchdog.mu
 
 	mu    sync.Mutex
 	claim backend.Claim // set under mu once acquired; read-only after Acquire returns
@@ -111,10 +112,18 @@ func (g *Guard) Err() error {
 // end ends the guard with err unless it has already ended. It reports
 // whether this call ended it.
 func (g *Guard) end(err error) bool {
+	_, ok := g.endClaim(err)
+	return ok
+}
+
+// endClaim is end that also returns the guard's claim (Token 0 if it was
+// never acquired), read under the same lock.
+func (g *Guard) endClaim(err error) (backend.Claim, bool) {
 	g.mu.Lock()
 	if g.err != nil {
+		c := g.claim
 		g.mu.Unlock()
-		return false
+		return c, false
 	}
 	g.err = err
 	if g.done != nil {
@@ -122,7 +131,7 @@ func (g *Guard) end(err error) bool {
 	}
 	hook := g.onEnd
 	g.onEnd = nil
-	token := g.claim.Token
+	claim := g.claim
 	counted := g.counted
 	g.counted = false
 	g.mu.Unlock()
@@ -134,10 +143,10 @@ func (g *Guard) end(err error) bool {
 		if !errors.Is(err, ErrUnlocked) {
 			// A held guard lost its lease; acquisitions that never handed
 			// their guard out are reported by Acquire instead.
-			g.client.log.Warn("ashlock: guard poisoned", "key", g.key, "token", token, "cause", err)
+			g.client.log.Warn("ashlock: guard poisoned", "key", g.key, "token", claim.Token, "cause", err)
 		}
 	}
-	return true
+	return claim, true
 }
 
 // setOnEnd arranges for f to run once, with the cause, when the guard ends
@@ -191,22 +200,16 @@ func (g *Guard) lost(cause error) {
 // (every time) so the caller learns that the critical section was not
 // protected to the end.
 func (g *Guard) Unlock(ctx context.Context) error {
-	if !g.end(ErrUnlocked) {
+	claim, ended := g.endClaim(ErrUnlocked)
+	if !ended {
 		err := g.Err()
 		if errors.Is(err, ErrUnlocked) {
 			return nil
 		}
 		// Poisoned: the claim may outlive the local deadline on the store.
-		g.client.release(ctx, g)
+		g.client.release(ctx, g, claim)
 		return err
 	}
 	g.client.metrics.holdTime(g.acquired)
-	return g.client.release(ctx, g)
-}
-
-// acquiredClaim returns the claim once acquired (Token 0 before that).
-func (g *Guard) acquiredClaim() backend.Claim {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.claim
+	return g.client.release(ctx, g, claim)
 }

@@ -24,7 +24,7 @@ type lease struct {
 	ready    chan struct{}
 	grantErr error
 	id       backend.LeaseID
-	granted  time.Duration
+	ttl      time.Duration // as granted by the backend
 	margin   time.Duration
 
 	// deadline is the end of local validity, as nanoseconds since the
@@ -33,10 +33,11 @@ type lease struct {
 	deadline atomic.Int64
 
 	// guarded by watchdog.mu
+	granted     bool // the grant succeeded: guards may join without waiting on ready
 	nextRenew   time.Time
 	renewing    bool
 	cancelRenew func() // cancels the in-flight renewal, if any
-	guards      map[*Guard]struct{}
+	guards      guardList
 	idleSince   time.Time // when the scheduler first saw guards empty; zero while in use
 	lost        bool      // poisoned or revoked: never joined again
 }
@@ -53,4 +54,4 @@ func margin(ttl time.Duration) time.Duration {
 
 // linger is how long an unused lease is kept alive before it is revoked, so
 // that acquire/release cycles do not pay a grant each time.
-func linger(l *lease) time.Duration { return l.granted }
+func linger(l *lease) time.Duration { return l.ttl }

@@ -14,15 +14,15 @@ type pendingRelease struct {
 	claim backend.Claim
 }
 
-// release removes g's claim and unregisters g from its lease. The backend
+// release removes g's claim (read by the caller when it ended g; Token 0
+// if g never acquired one) and unregisters g from its lease. The backend
 // call runs on a context of its own, bounded by cleanupTimeout and by ctx's
 // deadline, but not cancelled with ctx: a caller that unlocks from a
 // deferred call after its context ended still releases the key.
 //
 // If the call fails, the claim is handed to the background retrier and the
 // error (wrapping ErrUnavailable) returned.
-func (c *LockClient) release(ctx context.Context, g *Guard) error {
-	claim := g.acquiredClaim()
+func (c *LockClient) release(ctx context.Context, g *Guard, claim backend.Claim) error {
 	defer c.wd.leave(g.lease, g)
 	if claim.Token == 0 {
 		return nil

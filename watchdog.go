@@ -80,9 +80,17 @@ func (wd *watchdog) join(ctx context.Context, key leaseKey, g *Guard) (*lease, e
 			return nil, ErrClosed
 		}
 		l := wd.mu.pool[key]
+		if l != nil && l.granted {
+			// The common case, decided under one lock: a live lease of
+			// this kind is in the pool.
+			l.guards.push(g)
+			l.idleSince = time.Time{}
+			wd.mu.Unlock()
+			return l, nil
+		}
 		creator := l == nil
 		if creator {
-			l = &lease{key: key, ready: make(chan struct{}), guards: make(map[*Guard]struct{})}
+			l = &lease{key: key, ready: make(chan struct{})}
 			wd.mu.pool[key] = l
 		}
 		wd.mu.Unlock()
@@ -111,7 +119,7 @@ func (wd *watchdog) join(ctx context.Context, key leaseKey, g *Guard) (*lease, e
 			wd.mu.Unlock()
 			continue
 		}
-		l.guards[g] = struct{}{}
+		l.guards.push(g)
 		l.idleSince = time.Time{}
 		wd.mu.Unlock()
 		return l, nil
@@ -140,7 +148,8 @@ func (wd *watchdog) grant(ctx context.Context, l *lease) {
 		l.grantErr = err
 		wd.dropLocked(l)
 	} else {
-		l.id, l.granted, l.margin = got.ID, got.TTL, margin(got.TTL)
+		l.id, l.ttl, l.margin = got.ID, got.TTL, margin(got.TTL)
+		l.granted = true
 		l.deadline.Store(int64(sent.Add(got.TTL - l.margin).Sub(wd.epoch)))
 		l.nextRenew = sent.Add(l.key.interval)
 		// No guard has joined yet; count the linger from the grant so that
@@ -158,7 +167,7 @@ func (wd *watchdog) grant(ctx context.Context, l *lease) {
 // release path.
 func (wd *watchdog) leave(l *lease, g *Guard) {
 	wd.mu.Lock()
-	delete(l.guards, g)
+	l.guards.remove(g)
 	wd.mu.Unlock()
 }
 
@@ -212,11 +221,11 @@ func (wd *watchdog) tick() time.Time {
 		case !now.Before(deadline):
 			wd.dropLocked(l)
 			expired = append(expired, l)
-		case len(l.guards) == 0 && !l.idleSince.IsZero() && !now.Before(l.idleSince.Add(linger(l))):
+		case l.guards.len() == 0 && !l.idleSince.IsZero() && !now.Before(l.idleSince.Add(linger(l))):
 			wd.dropLocked(l)
 			idle = append(idle, l)
 		default:
-			if len(l.guards) == 0 && l.idleSince.IsZero() {
+			if l.guards.len() == 0 && l.idleSince.IsZero() {
 				l.idleSince = now // first tick to see it unused
 			}
 			if !l.renewing && !now.Before(l.nextRenew) {
@@ -227,7 +236,7 @@ func (wd *watchdog) tick() time.Time {
 			if !l.renewing {
 				earliest(l.nextRenew)
 			}
-			if len(l.guards) == 0 {
+			if l.guards.len() == 0 {
 				earliest(l.idleSince.Add(linger(l)))
 			}
 		}
@@ -293,11 +302,7 @@ func (wd *watchdog) renew(ctx context.Context, cancel context.CancelFunc, l *lea
 // background so that its claims stop blocking other clients at once.
 func (wd *watchdog) poison(l *lease, cause error) {
 	wd.mu.Lock()
-	guards := make([]*Guard, 0, len(l.guards))
-	for g := range l.guards {
-		guards = append(guards, g)
-	}
-	clear(l.guards)
+	guards := l.guards.drain()
 	if c := l.cancelRenew; c != nil {
 		c()
 	}
@@ -364,12 +369,7 @@ func (wd *watchdog) close() map[*lease][]*Guard {
 		if c := l.cancelRenew; c != nil {
 			c()
 		}
-		gs := make([]*Guard, 0, len(l.guards))
-		for g := range l.guards {
-			gs = append(gs, g)
-		}
-		clear(l.guards)
-		out[l] = gs
+		out[l] = l.guards.drain()
 	}
 	clear(wd.mu.pool)
 	wd.mu.Unlock()

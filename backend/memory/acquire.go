@@ -31,9 +31,14 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 	if ctx.Err() != nil {
 		return backend.Claim{}, fmt.Errorf("memory: acquire %q: %w", req.Key, ctxErr(ctx))
 	}
-	c, ready, err := b.enqueue(req)
+	c, ready, held, err := b.admit(req)
 	if err != nil {
 		return backend.Claim{}, err
+	}
+	if c == nil {
+		// Held at once and nothing to stamp: admit finished it under the
+		// same lock.
+		return held, nil
 	}
 	if ready != nil {
 		select {
@@ -48,38 +53,39 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 }
 
 // enqueue puts the request in the store. It returns the claim and, if the
-// request must wait, the channel that will wake it.
+// request must wait, the channel that will wake it; the caller finishes
+// the claim with finish (or abandon).
 func (b *Backend) enqueue(req backend.AcquireRequest) (*claim, chan struct{}, error) {
+	req.Stamp = nil // never finished by admit: always return the claim
+	c, ready, _, err := b.admit(req)
+	return c, ready, err
+}
+
+// admit is enqueue for Acquire. A request that holds the key at once and
+// has no stamp to take is finished under the same lock: admit returns a nil
+// claim and the finished Claim, so the common uncontended Acquire locks the
+// Backend once, not twice.
+func (b *Backend) admit(req backend.AcquireRequest) (*claim, chan struct{}, backend.Claim, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return nil, nil, errClosed("acquire")
+		return nil, nil, backend.Claim{}, errClosed("acquire")
 	}
 	l := b.leases[req.Lease]
 	if l == nil {
-		return nil, nil, fmt.Errorf("memory: acquire %q: lease %d is not live: %w",
+		return nil, nil, backend.Claim{}, fmt.Errorf("memory: acquire %q: lease %d is not live: %w",
 			req.Key, req.Lease, backend.ErrLeaseExpired)
 	}
 	k := b.keys[req.Key]
 	busy := k != nil && !k.queue.empty()
 	if busy && !req.Wait {
-		return nil, nil, fmt.Errorf("memory: acquire %q: %w", req.Key, backend.ErrLocked)
+		return nil, nil, backend.Claim{}, fmt.Errorf("memory: acquire %q: %w", req.Key, backend.ErrLocked)
 	}
-	var c *claim
 	if k == nil {
-		// A key's record and its first claim are allocated together: most
-		// keys are taken uncontended and freed again, and this halves what
-		// such a cycle allocates.
-		kc := &struct {
-			k keyState
-			c claim
-		}{}
-		k, c = &kc.k, &kc.c
-		k.name = req.Key
+		k = &keyState{name: req.Key}
 		b.keys[req.Key] = k
-	} else {
-		c = &claim{}
 	}
+	c := b.newClaimLocked()
 	c.key, c.lease, c.id, c.owner, c.onLost = k, l, req.ID, req.Owner, req.OnLost
 	l.claims.pushBack(c, leaseLinks)
 	switch {
@@ -87,6 +93,12 @@ func (b *Backend) enqueue(req backend.AcquireRequest) (*claim, chan struct{}, er
 		c.token = b.nextTokenLocked()
 		k.queue.pushBack(c, keyLinks)
 		b.promoteLocked(c)
+		if req.Stamp == nil {
+			c.returned = true
+			held := c.export()
+			b.doneWithLocked(c)
+			return nil, nil, held, nil
+		}
 	case req.Fair:
 		c.token = b.nextTokenLocked()
 		c.state = stateQueued
@@ -97,7 +109,7 @@ func (b *Backend) enqueue(req backend.AcquireRequest) (*claim, chan struct{}, er
 		c.ready = make(chan struct{})
 		k.unfair.pushBack(c, keyLinks)
 	}
-	return c, c.ready, nil
+	return c, c.ready, backend.Claim{}, nil
 }
 
 // nextTokenLocked issues a fencing token. One counter serves every key, so
@@ -120,6 +132,9 @@ func (b *Backend) promoteLocked(c *claim) {
 func (b *Backend) finish(c *claim, stamp func(backend.Timestamp) (backend.Timestamp, error)) (backend.Claim, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	// Runs before the unlock, with the mutex held (also after the stamp
+	// call, which drops and retakes it).
+	defer b.doneWithLocked(c)
 	if err := b.checkHoldingLocked(c); err != nil {
 		return backend.Claim{}, err
 	}
@@ -170,6 +185,7 @@ func (b *Backend) checkHoldingLocked(c *claim) error {
 func (b *Backend) abandon(c *claim, err error) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer b.doneWithLocked(c)
 	if c.state == stateGone {
 		return c.endErr()
 	}
@@ -227,16 +243,33 @@ func (b *Backend) removeLocked(c *claim, why endReason) (lostCall, bool) {
 		b.handOnLocked(k)
 	}
 	if k.idle() && b.keys[k.name] == k {
-		delete(b.keys, k.name)
+		b.parkLocked(k)
 	}
-	if !c.returned || c.onLost == nil {
-		return lostCall{}, false
+	var call lostCall
+	owed := false
+	if c.returned && c.onLost != nil {
+		switch why {
+		case endExpired, endRevoked, endDeleted:
+			call, owed = lostCall{f: c.onLost, cause: c.endErr()}, true
+		}
 	}
-	switch why {
-	case endExpired, endRevoked, endDeleted:
-		return lostCall{f: c.onLost, cause: c.endErr()}, true
+	if c.reqDone {
+		b.recycleLocked(c)
 	}
-	return lostCall{}, false
+	return call, owed
+}
+
+// parkLocked keeps k, which has just become idle, in the key map as the
+// one parked key, and deletes the key parked before it if that one is still
+// idle. A key taken and freed again and again - the common pattern - then
+// neither allocates its record nor rehashes the map on each cycle, while
+// the map still holds at most one idle key, so a process that touches many
+// keys does not accumulate them.
+func (b *Backend) parkLocked(k *keyState) {
+	if p := b.parked; p != nil && p != k && p.idle() && b.keys[p.name] == p {
+		delete(b.keys, p.name)
+	}
+	b.parked = k
 }
 
 // handOnLocked gives k, which has just lost its holder, to the next claim:

@@ -45,6 +45,8 @@ type Backend struct {
 	lastID backend.LeaseID
 	leases map[backend.LeaseID]*lease
 	keys   map[string]*keyState
+	parked *keyState // the one idle key left in keys; see parkLocked
+	free   []*claim  // recycled claims; see newClaimLocked
 	// stamps is the highest stamp recorded per key. It outlives the key's
 	// keyState on purpose: the next holder must see it even after the key
 	// was free for a while. It only grows with keys that were stamped.
@@ -59,7 +61,7 @@ var _ backend.Backend = (*Backend)(nil)
 // New returns an empty, open Backend. It starts no goroutine.
 func New(opts ...Option) *Backend {
 	b := &Backend{
-		clock:  realClock{},
+		clock:  newRealClock(),
 		done:   make(chan struct{}),
 		leases: make(map[backend.LeaseID]*lease),
 		keys:   make(map[string]*keyState),

@@ -67,6 +67,12 @@ type claim struct {
 	// claim to its caller. Only returned claims get OnLost; a claim lost
 	// before that fails its own Acquire instead.
 	returned bool
+	// reqDone is set, under the Backend's mutex, once the Acquire call that
+	// made the claim no longer looks at it (it returned, whatever the
+	// outcome). A claim is recycled only when it is both gone from the
+	// store and done with by its request: a request woken by the claim's
+	// removal still reads its state and reason.
+	reqDone bool
 }
 
 // wake tells a waiting Acquire to look at the claim again. Each claim is
@@ -87,6 +93,41 @@ func (c *claim) export() backend.Claim {
 		Token:      c.token,
 		AcquiredAt: c.acquiredAt,
 		Stamp:      c.stamp,
+	}
+}
+
+// maxFreeClaims bounds the Backend's free list of claims: enough for the
+// acquisitions in flight at once in most processes, small enough that an
+// idle Backend keeps only a few KiB.
+const maxFreeClaims = 64
+
+// newClaimLocked returns a zeroed claim, recycled when one is free: an
+// uncontended acquire/release cycle then allocates nothing in the store.
+func (b *Backend) newClaimLocked() *claim {
+	if n := len(b.free); n > 0 {
+		c := b.free[n-1]
+		b.free[n-1] = nil
+		b.free = b.free[:n-1]
+		return c
+	}
+	return &claim{}
+}
+
+// doneWithLocked records that c's request no longer looks at c, and
+// recycles c if the store is done with it too.
+func (b *Backend) doneWithLocked(c *claim) {
+	c.reqDone = true
+	if c.state == stateGone {
+		b.recycleLocked(c)
+	}
+}
+
+// recycleLocked zeroes c, which neither the store nor its request refers to
+// any more, and keeps it for reuse if the free list has room.
+func (b *Backend) recycleLocked(c *claim) {
+	if len(b.free) < maxFreeClaims {
+		*c = claim{}
+		b.free = append(b.free, c)
 	}
 }
 
@@ -127,9 +168,10 @@ func (l *claimList) remove(c *claim, at func(*claim) *links) {
 	ln.prev, ln.next = nil, nil
 }
 
-// keyState is the store's record of one key. It exists only while the key
-// has a claim or a waiting request; the Backend deletes it when both lists
-// empty, so a process that touches many keys does not accumulate them.
+// keyState is the store's record of one key. It exists while the key has a
+// claim or a waiting request, and the most recently freed key stays parked
+// in the map after that (see parkLocked), so a process that touches many
+// keys does not accumulate them.
 type keyState struct {
 	name string
 	// queue holds the claims in token order; its head holds the key.

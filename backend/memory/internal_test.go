@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -107,7 +108,94 @@ func TestNothingLeftBehind(t *testing.T) {
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.keys) != 0 || len(b.leases) != 0 {
-		t.Errorf("after every claim ended: %d keys and %d leases remain, want none", len(b.keys), len(b.leases))
+	// One idle key record may stay parked for reuse; no more, and none
+	// with anything in it.
+	for name, k := range b.keys {
+		if !k.idle() {
+			t.Errorf("after every claim ended: key %q still has claims", name)
+		}
+	}
+	if len(b.keys) > 1 || len(b.leases) != 0 {
+		t.Errorf("after every claim ended: %d keys and %d leases remain, want at most one parked key and no lease", len(b.keys), len(b.leases))
+	}
+}
+
+// A claim removed while its request still waits on it (here: its lease is
+// revoked) must not be recycled until that request has looked at it, or
+// the request would read another acquisition's state.
+func TestClaimNotRecycledWhileItsRequestLooks(t *testing.T) {
+	b := New()
+	defer b.Close()
+	ctx := t.Context()
+	holderLease, _ := b.Grant(ctx, time.Hour)
+	waiterLease, _ := b.Grant(ctx, time.Hour)
+	h, err := b.Acquire(ctx, internalRequest("k", holderLease, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, ready, err := b.enqueue(internalRequest("k", waiterLease, true))
+	if err != nil || ready == nil {
+		t.Fatalf("enqueue: %v, ready %v; want a waiting request", err, ready)
+	}
+	if err := b.Revoke(ctx, waiterLease.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ready:
+	default:
+		t.Fatal("revoking the waiter's lease did not wake it")
+	}
+	// Churn: every claim made now must be a fresh or recycled one, never w.
+	for i := range 2 * maxFreeClaims {
+		c, err := b.Acquire(ctx, internalRequest(fmt.Sprint("other", i), holderLease, true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.mu.Lock()
+		reused := slices.Contains(b.free, w) || b.keys[c.Key].queue.head == w
+		b.mu.Unlock()
+		if reused {
+			t.Fatalf("claim of a request still waiting on it was recycled (iteration %d)", i)
+		}
+		if err := b.Release(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The request finally looks: it must see its own claim's fate.
+	if _, err := b.finish(w, nil); !errors.Is(err, backend.ErrLeaseExpired) {
+		t.Fatalf("finish of a revoked waiter: %v, want ErrLeaseExpired", err)
+	}
+	b.mu.Lock()
+	recycled := slices.Contains(b.free, w)
+	b.mu.Unlock()
+	if !recycled {
+		t.Error("claim not recycled once both its request and the store were done with it")
+	}
+	if err := b.Release(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Keys taken and freed one after another leave at most one idle record
+// behind, however many there were.
+func TestIdleKeysDoNotAccumulate(t *testing.T) {
+	b := New()
+	defer b.Close()
+	ctx := t.Context()
+	l, _ := b.Grant(ctx, time.Hour)
+	for i := range 100 {
+		c, err := b.Acquire(ctx, internalRequest(fmt.Sprint("key", i), l, true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Release(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.mu.Lock()
+	n := len(b.keys)
+	b.mu.Unlock()
+	if n > 1 {
+		t.Errorf("%d key records left after 100 keys were freed, want at most 1", n)
 	}
 }
