@@ -11,12 +11,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ash-lock/ashlock/backend/etcd"
+	"github.com/ash-lock/ashlock/tests/etcdtest"
 )
 
 // harness holds what a run has started, so that teardown can stop it in
 // order whatever point setup reached.
 type harness struct {
-	cl       *cluster
+	cl       *etcdtest.Cluster
 	admin    *clientv3.Client
 	inspect  *etcd.Backend // on admin; closed before it
 	sockDir  string
@@ -33,10 +34,10 @@ func (h *harness) setup(t *testing.T, cfg runConfig) (clock, *resource, *history
 	defer cancel()
 	clk := newClock()
 	var err error
-	if h.cl, err = startCluster(ctx, 3); err != nil {
+	if h.cl, err = etcdtest.Launch(ctx, etcdtest.Options{Members: 3}); err != nil {
 		return clk, nil, nil, nil, nil, 0, err
 	}
-	if h.admin, err = newEtcdClient(h.cl.clientAddrs()); err != nil {
+	if h.admin, err = newEtcdClient(h.cl.Endpoints()); err != nil {
 		return clk, nil, nil, nil, nil, 0, err
 	}
 	regKey := registerKey(cfg)
@@ -50,7 +51,7 @@ func (h *harness) setup(t *testing.T, cfg runConfig) (clock, *resource, *history
 	}
 	n := cfg.inProc + cfg.children
 	for i := range n {
-		r, err := newRoute(h.sockDir, fmt.Sprintf("h%d", i), h.cl.clientAddrs())
+		r, err := newRoute(h.sockDir, fmt.Sprintf("h%d", i), h.cl.Endpoints())
 		if err != nil {
 			return clk, nil, nil, nil, nil, 0, err
 		}
@@ -162,7 +163,7 @@ func (h *harness) teardown() []error {
 		}
 	}
 	if h.cl != nil {
-		if err := h.cl.close(); err != nil {
+		if err := h.cl.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ash-lock/ashlock/backend/etcd"
+	"github.com/ash-lock/ashlock/tests/etcdtest"
 )
 
 // Bounds of the injector's own waits.
@@ -28,7 +29,7 @@ const (
 // hold ends, or at once when the fault period ends, so after run returns
 // the cluster and every route are whole again.
 type injector struct {
-	cl       *cluster
+	cl       *etcdtest.Cluster
 	admin    *clientv3.Client
 	inspect  *etcd.Backend // on admin, under prefix: who holds and who waits
 	prefix   string
@@ -45,7 +46,7 @@ type injector struct {
 	errs   []error        // failures to inject or undo a fault
 }
 
-func newInjector(cl *cluster, admin *clientv3.Client, inspect *etcd.Backend, prefix string, routes []*route, children map[int]*child, logf func(string, ...any)) *injector {
+func newInjector(cl *etcdtest.Cluster, admin *clientv3.Client, inspect *etcd.Backend, prefix string, routes []*route, children map[int]*child, logf func(string, ...any)) *injector {
 	inj := &injector{cl: cl, admin: admin, inspect: inspect, prefix: prefix, routes: routes, children: children, logf: logf,
 		served: make(chan int, 64), acqs: make(chan int, 64), counts: make(map[string]int)}
 	inj.current.Store(-1)
@@ -144,36 +145,33 @@ func (inj *injector) apply(ctx context.Context, f fault) func() error {
 }
 
 func (inj *injector) kill(ctx context.Context, f fault) func() error {
-	i, kind := inj.cl.leader(), "leader-kill"
+	i, kind := inj.cl.Leader(), "leader-kill"
 	if i < 0 {
 		// Mid-election: crash a member anyway.
 		i, kind = int(f.pick%3), "member-kill (no leader at the time)"
 	}
-	if err := inj.cl.stop(i); err != nil {
-		inj.fail(err)
-		return nil
-	}
+	inj.cl.StopMember(i)
 	inj.count(kind)
 	inj.logf("fault %v: stopped member %d", f, i)
 	return func() error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), memberTimeout)
 		defer cancel()
-		return inj.cl.restart(rctx, i)
+		return inj.cl.RestartMember(rctx, i)
 	}
 }
 
 func (inj *injector) partition(f fault) func() error {
-	i := inj.cl.leader()
+	i := inj.cl.Leader()
 	if i < 0 || f.pick%2 == 1 {
 		i = int(f.pick % 3)
 	}
-	if err := inj.cl.partition(i); err != nil {
+	if err := inj.cl.Partition(i); err != nil {
 		inj.fail(err)
 		return nil
 	}
 	inj.count("member-partition")
 	inj.logf("fault %v: cut member %d off", f, i)
-	return func() error { inj.cl.heal(); return nil }
+	return func() error { inj.cl.Heal(); return nil }
 }
 
 // target returns the holder a client fault aims at among candidates.

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/types"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -39,6 +40,7 @@ type Cluster struct {
 
 	mu      sync.Mutex
 	members []*member
+	cut     *member // partitioned member, nil if none; see Partition
 }
 
 type member struct {
@@ -49,6 +51,7 @@ type member struct {
 	peerURL   url.URL
 	door      *door
 	etcd      *embed.Etcd // nil while stopped
+	id        types.ID    // raft member ID, fixed by name and peer URL; set once ready
 }
 
 // Launch starts a cluster and waits until every member is ready to serve
@@ -111,6 +114,7 @@ func Launch(ctx context.Context, opts Options) (*Cluster, error) {
 			c.Close()
 			return nil, fmt.Errorf("etcdtest: %s: %w", m.name, err)
 		}
+		m.id = m.etcd.Server.MemberID()
 	}
 	return c, nil
 }

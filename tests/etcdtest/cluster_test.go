@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // A value written before a member's restart is there after it, and the
@@ -47,5 +49,56 @@ func TestThreeMembers(t *testing.T) {
 	}
 	if len(m.Members) != 3 {
 		t.Fatalf("%d members after restart, want 3", len(m.Members))
+	}
+}
+
+// A partitioned member cannot commit, the others carry on without it, and
+// it catches up once healed.
+func TestPartitionAndHeal(t *testing.T) {
+	c := StartCluster(t, 3)
+	cut := c.Leader()
+	if cut < 0 {
+		t.Fatal("no leader in a ready cluster")
+	}
+	if err := c.Partition(cut); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Partition((cut + 1) % 3); err == nil {
+		t.Error("a second Partition while one member is cut: nil error, want one")
+	}
+	var rest []string
+	for i, ep := range c.Endpoints() {
+		if i != cut {
+			rest = append(rest, ep)
+		}
+	}
+	only := func(eps ...string) func(*clientv3.Config) {
+		return func(cfg *clientv3.Config) { cfg.Endpoints = eps }
+	}
+	isolated := c.Client(t, only(c.Endpoints()[cut]))
+	majority := c.Client(t, only(rest...))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_, err := isolated.Put(clientv3.WithRequireLeader(ctx), "k", "isolated")
+	cancel()
+	if err == nil {
+		t.Fatal("a put through the partitioned member committed")
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := majority.Put(ctx, "k", "majority"); err != nil {
+		t.Fatalf("put through the majority: %v", err)
+	}
+	if l := c.Leader(); l == cut {
+		t.Errorf("the partitioned member %d is still the agreed leader", cut)
+	}
+
+	c.Heal()
+	got, err := isolated.Get(ctx, "k") // linearizable: needs the member back in the cluster
+	if err != nil {
+		t.Fatalf("get through the healed member: %v", err)
+	}
+	if len(got.Kvs) != 1 || string(got.Kvs[0].Value) != "majority" {
+		t.Fatalf("healed member reads %v, want k=majority", got.Kvs)
 	}
 }
