@@ -46,7 +46,10 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 			return nil
 		}
 		if own := resp.Responses[0].GetResponseRange().GetKvs(); len(own) > 0 {
-			// Our claim exists: a retry after a lost reply.
+			// A claim exists under our name (see enqueue for how).
+			if own[0].Lease != int64(a.req.Lease) {
+				return a.stray(own[0].CreateRevision)
+			}
 			if err := a.setToken(own[0].CreateRevision); err != nil {
 				return err
 			}

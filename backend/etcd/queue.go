@@ -12,8 +12,12 @@ import (
 
 // enqueue is the fair path. One Txn: if the claim does not exist yet, read
 // the newest claim of the queue (the one just ahead of us), then create
-// ours; otherwise - an Acquire retried after a lost reply - read our claim
-// and the head of the queue.
+// ours; otherwise read our claim and the head of the queue.
+//
+// The claim can only exist already if a write under our name was applied by
+// etcd after its sender stopped waiting for it: this Txn, resent after a
+// lost reply, or a stray from an earlier borrower of the name (see stray).
+// Either way the name's claim is found, never duplicated.
 func (a *acquisition) enqueue(ctx context.Context) error {
 	now := time.Now()
 	notYet := clientv3.Compare(clientv3.CreateRevision(a.claimKey), "=", 0)
@@ -46,6 +50,9 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 	own := resp.Responses[0].GetResponseRange().GetKvs()
 	if len(own) == 0 {
 		return a.inconsistent() // the compare found our claim, the read did not
+	}
+	if own[0].Lease != int64(a.req.Lease) {
+		return a.stray(own[0].CreateRevision)
 	}
 	if err := a.setToken(own[0].CreateRevision); err != nil {
 		return err
@@ -109,6 +116,18 @@ func (a *acquisition) waitInQueue(ctx context.Context, pred string, rev int64) e
 		}
 		pred, rev = string(kvs[0].Key), resp.Header.Revision
 	}
+}
+
+// stray reports a claim found under our lent name but bound to another
+// lease: an earlier acquisition's write that etcd applied after that
+// acquisition had already removed its claim (a request delayed past its
+// own cleanup). It is no live acquisition's claim. Setting the token to its
+// create revision makes Acquire's cleanup remove exactly that incarnation,
+// so the key is not blocked by it; the name is lent again only after that.
+func (a *acquisition) stray(rev int64) error {
+	a.token = rev
+	return fmt.Errorf("%w: etcd acquire %q: claim name %s is taken by a stray claim of another lease",
+		backend.ErrUnavailable, a.req.Key, a.name)
 }
 
 // inconsistent reports a Txn whose compares and reads disagree, which etcd's
