@@ -53,13 +53,10 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 		return backend.Claim{}, ctxError(ctx, "etcd acquire")
 	}
 	name := b.names.borrow(req.Key)
-	a := &acquisition{
-		b:        b,
-		req:      req,
-		name:     name,
-		claimKey: b.layout.claim(req.Key, name),
-		dir:      b.layout.dir(req.Key),
-		stampKey: b.layout.stamp(req.Key),
+	dir := b.layout.dir(req.Key)
+	a := &acquisition{b: b, req: req, name: name, claimKey: dir + name, dir: dir}
+	if req.Stamp != nil {
+		a.stampKey = b.layout.stamp(req.Key)
 	}
 	e, err := b.reg.add(a.claimKey, req.OnLost)
 	if err != nil {
@@ -106,7 +103,8 @@ type acquisition struct {
 	e    *entry
 	name string // the claim's name, lent by b.names
 
-	claimKey, dir, stampKey string
+	claimKey, dir string
+	stampKey      string // "" unless the request stamps
 
 	mayExist   bool  // the claim may exist in etcd: remove it on failure
 	token      int64 // create revision of the claim, once known

@@ -249,6 +249,63 @@ func TestNameNotLentWhileCleanupFails(t *testing.T) {
 	}
 }
 
+// A claim found under the name an Acquire was lent - a write applied by
+// etcd after its sender had given up on it and removed the claim - is taken
+// over if it is bound to the Acquire's lease (it is as good as the claim the
+// Acquire was about to write), and removed if it is bound to another lease,
+// failing that one Acquire; either way the key is not left blocked.
+func TestClaimFoundUnderLentName(t *testing.T) {
+	tests := []struct {
+		name      string
+		sameLease bool
+	}{
+		{"SameLeaseIsAdopted", true},
+		{"OtherLeaseIsRemoved", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prefix := uniquePrefix(t)
+			b, operator := newBackend(t, shared, prefix)
+			l := grant(t, b, 30*time.Second)
+			first := acquire(t, b, request("k", l, "first"))
+			if err := b.Release(testCtx(t, waitBound), first); err != nil {
+				t.Fatal(err)
+			}
+			// first's name is free again, and the next Acquire borrows it.
+			lease := l.ID
+			if !tt.sameLease {
+				lease = grant(t, b, 30*time.Second).ID
+			}
+			put, err := operator.Put(testCtx(t, waitBound), b.ClaimKey(first), "", clientv3.WithLease(clientv3.LeaseID(lease)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := b.Acquire(testCtx(t, waitBound), request("k", l, "next"))
+			if tt.sameLease {
+				if err != nil {
+					t.Fatalf("Acquire over a claim of its own lease: %v", err)
+				}
+				if c.ID != first.ID || c.Token != uint64(put.Header.Revision) {
+					t.Fatalf("Acquire = ID %s token %d; want the claim found, %s at %d",
+						c.ID, c.Token, first.ID, put.Header.Revision)
+				}
+				if err := b.Release(testCtx(t, waitBound), c); err != nil {
+					t.Fatal(err)
+				}
+			} else if !errors.Is(err, backend.ErrUnavailable) {
+				t.Fatalf("Acquire over a stray claim of another lease: token %d, %v; want ErrUnavailable", c.Token, err)
+			}
+			if left := keys(t, operator, prefix+"claims/"); len(left) != 0 {
+				t.Fatalf("claims left: %q", left)
+			}
+			again := acquire(t, b, request("k", l, "again"))
+			if again.Token <= uint64(put.Header.Revision) {
+				t.Fatalf("token %d after the found claim's %d", again.Token, put.Header.Revision)
+			}
+		})
+	}
+}
+
 // takeAllFree queues as many fair waiters on b as a key keeps free names
 // (4), behind a holder of another Backend, so that they borrow every free
 // name; it returns their names and cancels them.
