@@ -58,9 +58,11 @@ type Lease struct {
 // AcquireRequest asks for a claim on Key bound to Lease.
 type AcquireRequest struct {
 	Key string // already validated: non-empty UTF-8, no control characters, <= 1024 bytes
-	// ID names the claim: a fresh random UUID per acquisition. A Backend
-	// stores it with the claim so that a cancelled Acquire whose enqueue
-	// reply was lost can still find and remove its claim.
+	// ID is a fresh random UUID per acquisition. A Backend may name the
+	// claim by it, or by a name of its own that no other acquisition uses
+	// meanwhile (backend/etcd lends reused names); either way the name goes
+	// into Claim.ID, and it lets a cancelled Acquire whose enqueue reply
+	// was lost still find and remove its claim.
 	ID    string
 	Lease LeaseID
 	Owner string // free-form label reported by Inspect
@@ -101,7 +103,10 @@ func (f LossFunc) ClaimLost(cause error) { f(cause) }
 
 // Claim is a claim that holds its key.
 type Claim struct {
-	Key   string
+	Key string
+	// ID is the claim's name in the store: AcquireRequest.ID or a name the
+	// Backend chose. No other live claim of Key has it, but a later claim
+	// of Key may reuse it once this one is gone; Token tells them apart.
 	ID    string
 	Lease LeaseID
 	// Token is the fencing token: strictly greater than the token of every
@@ -144,9 +149,10 @@ type Backend interface {
 	// Revoking a lease that has already ended is not an error.
 	Revoke(ctx context.Context, id LeaseID) error
 
-	// Acquire creates the claim req.ID on req.Key bound to req.Lease and,
-	// if req.Wait, blocks until the claim holds the key. It waits without
-	// polling, and a release wakes only the waiter next in line.
+	// Acquire creates a claim on req.Key bound to req.Lease (named req.ID
+	// or by the Backend, see AcquireRequest.ID) and, if req.Wait, blocks
+	// until the claim holds the key. It waits without polling, and a
+	// release wakes only the waiter next in line.
 	//
 	// On success the claim holds the key. On failure nothing is left
 	// behind: a claim created for the request is removed, even when ctx has

@@ -11,9 +11,11 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// Acquire creates the claim req.ID on req.Key, bound to lease req.Lease,
-// and returns it once it holds the key. See the package documentation for
-// the protocol; in short:
+// Acquire creates a claim on req.Key, bound to lease req.Lease, and returns
+// it once it holds the key. The claim is named by a UUID that the Backend
+// lends this call alone (see names.go); the returned Claim.ID is that name,
+// and req.ID is not used. See the package documentation for the protocol;
+// in short:
 //
 //   - Fair waiting requests (Wait and Fair) join the key's queue in one
 //     Txn. Uncontended, that Txn already makes the claim the holder: one
@@ -38,8 +40,8 @@ import (
 // 5s more for a slow etcd, 1s if ctx has ended), except when ctx ended
 // while etcd was not answering: then, so as not to hold the caller past its
 // deadline, and whenever that first attempt fails, the deletion is retried
-// in the background until it succeeds or the Backend is closed.
-// Safe for concurrent use; two concurrent calls must not share a claim ID.
+// in the background until it succeeds or the Backend is closed; the name
+// is not lent again before it has. Safe for concurrent use.
 func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Claim, error) {
 	if b.closed.Load() {
 		return backend.Claim{}, closedError("acquire")
@@ -50,15 +52,16 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 	if ctx.Err() != nil {
 		return backend.Claim{}, ctxError(ctx, "etcd acquire")
 	}
-	a := &acquisition{
-		b:        b,
-		req:      req,
-		claimKey: b.layout.claim(req.Key, req.ID),
-		dir:      b.layout.dir(req.Key),
-		stampKey: b.layout.stamp(req.Key),
+	name := b.names.borrow(req.Key)
+	dir := b.layout.dir(req.Key)
+	a := &acquisition{b: b, req: req, name: name, claimKey: dir + name, dir: dir}
+	if req.Stamp != nil {
+		a.stampKey = b.layout.stamp(req.Key)
 	}
 	e, err := b.reg.add(a.claimKey, req.OnLost)
 	if err != nil {
+		// A lent name is no other acquisition's, so this is a bug; the
+		// name is forgotten rather than lent again.
 		return backend.Claim{}, err
 	}
 	a.e = e
@@ -68,12 +71,15 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 	}
 	if err != nil {
 		b.reg.remove(e)
-		if a.mayExist {
-			// Clean up before returning unless that could keep the caller
-			// long past its deadline: etcd just failed to answer in time.
-			now := ctx.Err() == nil || !errors.Is(err, backend.ErrUnavailable)
-			b.discard(ctx, a.claimKey, a.token, now)
+		if !a.mayExist {
+			b.names.giveBack(req.Key, name) // no claim was created under it
+			return backend.Claim{}, err
 		}
+		// Clean up before returning unless that could keep the caller
+		// long past its deadline: etcd just failed to answer in time.
+		now := ctx.Err() == nil || !errors.Is(err, backend.ErrUnavailable)
+		// The name is lent again only once its claim is known gone.
+		b.discard(ctx, a.claimKey, a.token, now, func() { b.names.giveBack(req.Key, name) })
 		return backend.Claim{}, err
 	}
 	return c, nil
@@ -83,8 +89,6 @@ func checkRequest(req backend.AcquireRequest) error {
 	switch {
 	case req.Key == "":
 		return errors.New("etcd acquire: empty key")
-	case req.ID == "":
-		return errors.New("etcd acquire: empty claim ID")
 	case req.Lease == 0:
 		// A claim without a lease would never expire.
 		return fmt.Errorf("%w: etcd acquire: no lease", backend.ErrLeaseExpired)
@@ -94,11 +98,13 @@ func checkRequest(req backend.AcquireRequest) error {
 
 // acquisition is the state of one Acquire call.
 type acquisition struct {
-	b   *Backend
-	req backend.AcquireRequest
-	e   *entry
+	b    *Backend
+	req  backend.AcquireRequest
+	e    *entry
+	name string // the claim's name, lent by b.names
 
-	claimKey, dir, stampKey string
+	claimKey, dir string
+	stampKey      string // "" unless the request stamps
 
 	mayExist   bool  // the claim may exist in etcd: remove it on failure
 	token      int64 // create revision of the claim, once known
@@ -124,7 +130,7 @@ func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 	}
 	return backend.Claim{
 		Key:        a.req.Key,
-		ID:         a.req.ID,
+		ID:         a.name,
 		Lease:      a.req.Lease,
 		Token:      uint64(a.token),
 		AcquiredAt: a.acquiredAt,

@@ -29,6 +29,7 @@ type Backend struct {
 	cli    *clientv3.Client
 	layout layout
 	reg    *registry
+	names  *namePool
 	keeper *keeper
 
 	ctx    context.Context // cancelled by Close; ends the Backend's goroutines
@@ -68,6 +69,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 		cli:    cli,
 		layout: newLayout(cfg.prefix),
 		reg:    newRegistry(),
+		names:  newNamePool(),
 		ctx:    ctx,
 		cancel: cancel,
 	}

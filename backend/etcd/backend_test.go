@@ -126,7 +126,6 @@ func TestAcquireRejectsBadRequest(t *testing.T) {
 		is   error
 	}{
 		{"no key", backend.AcquireRequest{ID: "id", Lease: 1}, nil},
-		{"no id", backend.AcquireRequest{Key: "k", Lease: 1}, nil},
 		{"no lease", backend.AcquireRequest{Key: "k", ID: "id"}, backend.ErrLeaseExpired},
 	}
 	for _, tt := range tests {

@@ -10,7 +10,7 @@
 //
 // # Keys
 //
-//	<prefix>claims/<escaped key>/<claim id>   a claim; value: owner, acquired-at, stamp
+//	<prefix>claims/<escaped key>/<claim name> a claim; value: owner, acquired-at, stamp
 //	<prefix>stamps/<escaped key>              last holder's stamp (only with stamps on)
 //
 // The escaping replaces '/', '%' and control bytes with %XX, so the queue
@@ -30,9 +30,7 @@
 //     reads the claim just ahead of it. Uncontended, that single round trip
 //     makes it the holder. Contended, it watches only that claim's delete,
 //     then checks in one Txn that its own claim still exists and that no
-//     older claim is left (it may have to wait for another). The claim is
-//     named by the acquisition's UUID, so a retried Txn finds the claim of
-//     an attempt whose reply was lost instead of creating a second one.
+//     older claim is left (it may have to wait for another).
 //   - TryAcquire (Wait false): one Txn creates the claim only if the queue
 //     is empty; a held key costs one round trip and leaves nothing behind.
 //   - Fair false: the same Txn, repeated each time the newest claim of the
@@ -46,6 +44,29 @@
 //   - Stamps cost one extra round trip per acquisition: the previous stamp
 //     is read in the Txn that makes the claim the holder, and the new stamp
 //     written in a Txn guarded by the claim's identity.
+//
+// # Claim names
+//
+// Claim names are lent, not minted. A claim's name is a random UUID that
+// the Backend lends to one Acquire at a time; it is returned as Claim.ID
+// (AcquireRequest.ID is not used). Each Backend keeps a few free names per
+// lock key (for at most a few thousand keys) and a name goes back to them
+// only once the claim under it is known to be gone from etcd: the release
+// Txn succeeded, or the removal of a failed Acquire's claim did. A name
+// whose fate is unknown (a failed release, a removal still being retried)
+// is not lent again. So a name is never used by two acquisitions at once,
+// and a failed Acquire can remove its claim by name alone even when the
+// reply of the Txn that created it was lost.
+//
+// Why reuse: etcd keeps a deleted key in its index until compaction, and a
+// read of a queue directory visits every dead key in it. With a fresh name
+// per acquisition a busy key's directory would fill with dead names and
+// every Acquire would slow down until the next compaction; with lent names
+// a key taken by one Backend again and again keeps one or two names. Reuse
+// costs no safety: a claim's identity is name plus create revision, and
+// each incarnation of a name has a higher create revision than the last, so
+// tokens still strictly increase and a late Release or IsOwner aimed at an
+// earlier incarnation never matches a later one.
 //
 // # Loss detection
 //

@@ -26,8 +26,8 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 		now := time.Now()
 		empty := clientv3.Compare(clientv3.CreateRevision(a.dir), "=", 0).WithPrefix()
 		put := clientv3.OpPut(a.claimKey, a.record(now, backend.Timestamp{}), clientv3.WithLease(clientv3.LeaseID(a.req.Lease)))
-		newest := clientv3.OpGet(a.dir, clientv3.WithLastCreate()...)
-		head := clientv3.OpGet(a.dir, clientv3.WithFirstCreate()...)
+		newest := clientv3.OpGet(a.dir, newestKey...)
+		head := clientv3.OpGet(a.dir, oldestKey...)
 
 		a.mayExist = true
 		resp, err := a.b.cli.Txn(ctx).If(empty).
@@ -46,7 +46,10 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 			return nil
 		}
 		if own := resp.Responses[0].GetResponseRange().GetKvs(); len(own) > 0 {
-			// Our claim exists: a retry after a lost reply.
+			// A claim exists under our name (see enqueue for how).
+			if own[0].Lease != int64(a.req.Lease) {
+				return a.stray(own[0].CreateRevision)
+			}
 			if err := a.setToken(own[0].CreateRevision); err != nil {
 				return err
 			}

@@ -15,7 +15,7 @@ const (
 
 // layout computes the etcd keys a Backend uses. Everything is under prefix:
 //
-//	<prefix>claims/<escaped key>/<claim id>   one claim, bound to its lease
+//	<prefix>claims/<escaped key>/<claim name> one claim, bound to its lease
 //	<prefix>stamps/<escaped key>              the last holder's stamp (no lease)
 //
 // The directory "<prefix>claims/<escaped key>/" holds exactly one key's
@@ -34,8 +34,8 @@ func (l layout) dir(key string) string {
 	return l.prefix + claimsNS + escapeKey(key) + "/"
 }
 
-// claim is the etcd key of claim id on key.
-func (l layout) claim(key, id string) string { return l.dir(key) + id }
+// claim is the etcd key of the claim named name on key.
+func (l layout) claim(key, name string) string { return l.dir(key) + name }
 
 // stamp is the etcd key of key's stamp record.
 func (l layout) stamp(key string) string {
@@ -43,7 +43,7 @@ func (l layout) stamp(key string) string {
 }
 
 // parseClaim splits an etcd key produced by claim back into lock key and
-// claim id. It fails on keys outside the claims namespace or with a
+// claim name. It fails on keys outside the claims namespace or with a
 // malformed escaped part.
 func (l layout) parseClaim(etcdKey string) (key, id string, err error) {
 	rest, ok := strings.CutPrefix(etcdKey, l.claimsRoot())
@@ -52,7 +52,7 @@ func (l layout) parseClaim(etcdKey string) (key, id string, err error) {
 	}
 	esc, id, ok := strings.Cut(rest, "/")
 	if !ok {
-		return "", "", fmt.Errorf("etcd: key %q has no claim id", etcdKey)
+		return "", "", fmt.Errorf("etcd: key %q has no claim name", etcdKey)
 	}
 	key, err = unescapeKey(esc)
 	if err != nil {

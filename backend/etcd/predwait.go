@@ -30,6 +30,15 @@ package etcd
 // the wait is already satisfied; if none is, registering is as safe as when
 // last < from.
 //
+// Claim names are reused (see names.go), so the ring, and the watch, also
+// carry deletes of earlier claims under the predecessor's name. None of
+// them can satisfy the wait: from is one past a revision at which the
+// waiter read the predecessor, so it is above the predecessor's create
+// revision, and an earlier claim under the same name was deleted before the
+// name was lent again, hence before that create revision. Only a delete of
+// the predecessor itself (or of a later claim under its name, which implies
+// it) is at or above from.
+//
 // When the loss watch stops (error, compaction, leader loss, Close) it may
 // miss deletes, so every registered wait is woken. A wake is only a hint:
 // both callers of waitDeleted look at the queue again with a Txn after it

@@ -188,6 +188,26 @@ func TestPredWaitUsesRecentDeletes(t *testing.T) {
 		}
 		cancel()
 	})
+	t.Run("a delete of an earlier claim under the same name does not satisfy the wait", func(t *testing.T) {
+		// Names are reused: the name's previous claim was deleted at 8, the
+		// name lent again and the predecessor created under it at 9. The
+		// waiter read the predecessor at 10, so it waits from 11; another
+		// delete at 12 was dispatched before it registered, so the ring is
+		// consulted.
+		r := newRegistry()
+		r.watchEstablished(5)
+		r.observeDeletes([]deleted{{key: "name", rev: 8}, {key: "other", rev: 12}}, 0)
+		ch, cancel, ok := r.waitPred("name", 11)
+		if !ok || isClosed(ch) {
+			t.Fatalf("waitPred = ok %v, closed %v; want registered and not yet woken (the predecessor is alive)",
+				ok, ok && isClosed(ch))
+		}
+		defer cancel()
+		r.observeDeletes([]deleted{{key: "name", rev: 13}}, 0)
+		if !isClosed(ch) {
+			t.Fatal("the predecessor's own delete did not wake the wait")
+		}
+	})
 	t.Run("a full ring forgets, and the wait falls back", func(t *testing.T) {
 		r := newRegistry()
 		r.watchEstablished(5)

@@ -10,42 +10,68 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
+// Options of the reads of a queue directory. Only the claims' keys and
+// revisions are used, never their values, and an OpOption is a function
+// that keeps no state, so one slice of each serves every read (callers that
+// add an option append to a full-capacity slice, which copies).
+var (
+	newestKey = append(clientv3.WithLastCreate(), clientv3.WithKeysOnly())
+	oldestKey = append(clientv3.WithFirstCreate(), clientv3.WithKeysOnly())
+)
+
 // enqueue is the fair path. One Txn: if the claim does not exist yet, read
 // the newest claim of the queue (the one just ahead of us), then create
-// ours; otherwise - an Acquire retried after a lost reply - read our claim
-// and the head of the queue.
+// ours. Uncontended, that is the whole acquisition.
+//
+// The claim can only exist already if a write under our name was applied by
+// etcd after its sender stopped waiting for it: this Txn, resent after a
+// lost reply, or a stray from an earlier borrower of the name (see stray).
+// That is rare enough to cost a second round trip (see adopt) rather than
+// an Else branch that every enqueue would send and etcd decode.
 func (a *acquisition) enqueue(ctx context.Context) error {
 	now := time.Now()
 	notYet := clientv3.Compare(clientv3.CreateRevision(a.claimKey), "=", 0)
 	put := clientv3.OpPut(a.claimKey, a.record(now, backend.Timestamp{}), clientv3.WithLease(clientv3.LeaseID(a.req.Lease)))
 	// Ops of a Txn run in order: this Get sees the queue before our Put.
-	ahead := clientv3.OpGet(a.dir, clientv3.WithLastCreate()...)
-	head := clientv3.OpGet(a.dir, clientv3.WithFirstCreate()...)
+	ahead := clientv3.OpGet(a.dir, newestKey...)
 
 	a.mayExist = true
-	resp, err := a.b.cli.Txn(ctx).If(notYet).
-		Then(a.withStamp(ahead, put)...).
-		Else(a.withStamp(clientv3.OpGet(a.claimKey), head)...).
-		Commit()
+	resp, err := a.b.cli.Txn(ctx).If(notYet).Then(a.withStamp(ahead, put)...).Commit()
 	if err != nil {
 		return rpcError(ctx, "acquire", err)
 	}
-	if resp.Succeeded {
-		if err := a.setToken(resp.Header.Revision); err != nil {
-			return err
-		}
-		kvs := resp.Responses[0].GetResponseRange().GetKvs()
-		if len(kvs) == 0 {
-			a.acquiredAt = now
-			a.keepStamp(resp, 2)
-			return nil // the queue was empty: we hold the key
-		}
-		return a.waitInQueue(ctx, string(kvs[0].Key), resp.Header.Revision)
+	if !resp.Succeeded {
+		return a.adopt(ctx, now)
 	}
+	if err := a.setToken(resp.Header.Revision); err != nil {
+		return err
+	}
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		a.acquiredAt = now
+		a.keepStamp(resp, 2)
+		return nil // the queue was empty: we hold the key
+	}
+	return a.waitInQueue(ctx, string(kvs[0].Key), resp.Header.Revision)
+}
 
+// adopt continues an enqueue that found a claim under our name already: it
+// reads that claim and the head of the queue and, if the claim is bound to
+// our lease, takes it as ours (holding the key if it is the head, else
+// waiting in the queue). A claim of another lease is a stray, and one that
+// has gone meanwhile is reported lost.
+func (a *acquisition) adopt(ctx context.Context, now time.Time) error {
+	head := clientv3.OpGet(a.dir, oldestKey...)
+	resp, err := a.b.cli.Txn(ctx).Then(a.withStamp(clientv3.OpGet(a.claimKey), head)...).Commit()
+	if err != nil {
+		return rpcError(ctx, "acquire", err)
+	}
 	own := resp.Responses[0].GetResponseRange().GetKvs()
 	if len(own) == 0 {
-		return a.inconsistent() // the compare found our claim, the read did not
+		return a.lostError() // deleted since the enqueue saw it
+	}
+	if own[0].Lease != int64(a.req.Lease) {
+		return a.stray(own[0].CreateRevision)
 	}
 	if err := a.setToken(own[0].CreateRevision); err != nil {
 		return err
@@ -86,7 +112,7 @@ func (a *acquisition) waitInQueue(ctx context.Context, pred string, rev int64) e
 		now := time.Now()
 		// True iff every claim of the queue was created at or after ours.
 		first := clientv3.Compare(clientv3.CreateRevision(a.dir), ">", a.token-1).WithPrefix()
-		older := clientv3.OpGet(a.dir, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(a.token-1))...)
+		older := clientv3.OpGet(a.dir, append(newestKey[:len(newestKey):len(newestKey)], clientv3.WithMaxCreateRev(a.token-1))...)
 		resp, err := a.b.cli.Txn(ctx).If(a.ownExists(), first).
 			Then(a.withStamp(clientv3.OpPut(a.claimKey, a.record(now, backend.Timestamp{}), clientv3.WithIgnoreLease()))...).
 			Else(clientv3.OpGet(a.claimKey), older).
@@ -109,6 +135,18 @@ func (a *acquisition) waitInQueue(ctx context.Context, pred string, rev int64) e
 		}
 		pred, rev = string(kvs[0].Key), resp.Header.Revision
 	}
+}
+
+// stray reports a claim found under our lent name but bound to another
+// lease: an earlier acquisition's write that etcd applied after that
+// acquisition had already removed its claim (a request delayed past its
+// own cleanup). It is no live acquisition's claim. Setting the token to its
+// create revision makes Acquire's cleanup remove exactly that incarnation,
+// so the key is not blocked by it; the name is lent again only after that.
+func (a *acquisition) stray(rev int64) error {
+	a.token = rev
+	return fmt.Errorf("%w: etcd acquire %q: claim name %s is taken by a stray claim of another lease",
+		backend.ErrUnavailable, a.req.Key, a.name)
 }
 
 // inconsistent reports a Txn whose compares and reads disagree, which etcd's

@@ -15,8 +15,11 @@ import (
 // revision) is filled in once etcd has answered. The watch only reports
 // "key absent at revision r"; whether that concerns the entry's claim is
 // decided by comparing with the token: the claim created at revision T is
-// gone if and only if the key was absent at some revision r >= T (claim ids
-// are fresh UUIDs, so no other incarnation of the key exists after T).
+// gone if and only if the key was absent at some revision r >= T. Claim
+// names are reused (see names.go), but a name is lent to one acquisition at
+// a time and only once its previous claim is known gone, so while an entry
+// is registered no other incarnation of its key exists after T; deletes of
+// earlier incarnations, however late they arrive, are below T.
 // Keeping the highest absent revision seen makes the order in which the
 // watch event and the Acquire reply arrive irrelevant.
 //
@@ -54,8 +57,8 @@ func newRegistry() *registry {
 }
 
 // add registers the claim key for one Acquire. A key already registered
-// means two concurrent Acquires were given the same claim ID, which the
-// contract forbids; it is reported rather than silently shared.
+// would mean two concurrent Acquires were lent the same name, which the
+// name pool rules out; it is reported rather than silently shared.
 func (r *registry) add(key string, onLost backend.LossListener) (*entry, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -76,14 +79,18 @@ func (r *registry) remove(e *entry) {
 	}
 }
 
-// removeClaim forgets the entry of key if it holds the claim with token,
-// so a Release stops OnLost for exactly that claim.
-func (r *registry) removeClaim(key string, token int64) {
+// removeClaim forgets the entry of key if it is the claim with token that
+// Acquire handed out, so a Release stops OnLost for exactly that claim. It
+// reports whether it did: at most one call does per claim, and none once
+// the claim's loss was seen.
+func (r *registry) removeClaim(key string, token int64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e := r.entries[key]; e != nil && e.token == token {
+	if e := r.entries[key]; e != nil && e.holding && e.token == token {
 		delete(r.entries, key)
+		return true
 	}
+	return false
 }
 
 // setToken records the claim's create revision. It reports false if the

@@ -12,7 +12,9 @@ import (
 // Release deletes claim c in one Txn that commits only if the claim still
 // exists with the same create revision (c.Token). It never deletes another
 // claim - not a later incarnation of the same key, not the next holder - so
-// a retried or late Release is harmless. A claim already gone gives nil.
+// a retried or late Release is harmless, even once c's name has been lent
+// to a later claim of the same key (that claim has a higher create
+// revision). A claim already gone gives nil.
 //
 // OnLost is not called for c once Release has been called, whatever its
 // outcome. Release blocks for one round trip; failures wrap
@@ -23,18 +25,30 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 		return closedError("release")
 	}
 	key := b.ClaimKey(c)
-	// Unregister first: the delete this call makes must not look like a loss.
-	b.reg.removeClaim(key, int64(c.Token))
+	// Unregister first: the delete this call makes must not look like a
+	// loss. Only the call that unregisters the claim may give its name
+	// back: a repeated, late or forged Release of the same name must not
+	// return a name lent to someone else since. Token 0 names no claim.
+	lent := c.Token != 0 && b.reg.removeClaim(key, int64(c.Token))
 	_, err := b.cli.Txn(ctx).
 		If(b.IsOwner(c)).
 		Then(clientv3.OpDelete(key)).
 		Commit()
-	return rpcError(ctx, "release", err)
+	if err != nil {
+		// Whether the claim is gone is unknown: the name is forgotten.
+		return rpcError(ctx, "release", err)
+	}
+	if lent {
+		// Deleted now or found gone already: either way the name is free.
+		b.names.giveBack(c.Key, c.ID)
+	}
+	return nil
 }
 
 // deleteClaim removes the claim at key: guarded by its create revision when
-// known, by its name alone otherwise. The name alone is safe because it
-// ends in the acquisition's own UUID: no other acquisition uses that key.
+// known, by its name alone otherwise. The name alone is safe because the
+// name is lent to the acquisition being cleaned up until this delete has
+// succeeded: no other acquisition uses that key meanwhile.
 func (b *Backend) deleteClaim(ctx context.Context, key string, token int64) error {
 	if token == 0 {
 		_, err := b.cli.Delete(ctx, key)
@@ -61,12 +75,17 @@ func (b *Backend) deleteClaim(ctx context.Context, key string, token int64) erro
 // just keep the caller waiting - and whenever the first try fails, a
 // background goroutine keeps trying with backoff until it succeeds or the
 // Backend is closed. The claim's lease bounds how long a claim that cannot
-// be deleted can block the key.
-func (b *Backend) discard(ctx context.Context, key string, token int64, now bool) {
+// be deleted can block the key. gone is called once a delete has succeeded
+// (the claim is known to be gone), and never if none does.
+func (b *Backend) discard(ctx context.Context, key string, token int64, now bool, gone func()) {
 	try := func(parent context.Context, bound time.Duration) error {
 		cctx, cancel := context.WithTimeout(parent, bound)
 		defer cancel()
-		return b.deleteClaim(cctx, key, token)
+		err := b.deleteClaim(cctx, key, token)
+		if err == nil {
+			gone()
+		}
+		return err
 	}
 	bound := cleanupTimeout
 	if ctx.Err() != nil {

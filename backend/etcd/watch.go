@@ -181,13 +181,8 @@ func (b *Backend) recheckOnce(ctx context.Context) error {
 		var due []func()
 		for i, k := range batch {
 			kvs := resp.Responses[i].GetResponseRange().GetKvs()
-			// A key that is missing, or that exists with another create
-			// revision than the registered token, no longer holds the
-			// registered claim. With the token still unknown, an existing
-			// key is the claim being created.
-			gone := len(kvs) == 0 || (snap[k] != 0 && kvs[0].CreateRevision != snap[k])
-			if gone {
-				if fn := b.reg.observeAbsent(k, rev); fn != nil {
+			if at, ok := recheckAbsent(kvs, rev, snap[k]); ok {
+				if fn := b.reg.observeAbsent(k, at); fn != nil {
 					due = append(due, fn)
 				}
 			}
@@ -197,4 +192,27 @@ func (b *Backend) recheckOnce(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// recheckAbsent reads the result of a recheck of one claim key, read at
+// revision rev while the registry had token for it (0 if not yet known),
+// and returns a revision at which the key did not exist, if the read shows
+// one. The registry decides whether that concerns the claim registered now.
+//
+// A missing key was absent at rev. A key that exists with another create
+// revision than token no longer holds the snapshotted claim, but it was not
+// absent at rev: claim names are reused (see names.go), and since the
+// snapshot the name may have been lent to a new acquisition whose claim is
+// the one read. What the read does prove is that the key was absent just
+// before its current incarnation was created, which is after the
+// snapshotted claim was created. With the token still unknown, an existing
+// key is the claim being created.
+func recheckAbsent(kvs []*mvccpb.KeyValue, rev, token int64) (int64, bool) {
+	switch {
+	case len(kvs) == 0:
+		return rev, true
+	case token != 0 && kvs[0].CreateRevision != token:
+		return kvs[0].CreateRevision - 1, true
+	}
+	return 0, false
 }

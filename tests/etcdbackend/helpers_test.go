@@ -2,7 +2,6 @@ package etcdbackend_test
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -99,15 +98,16 @@ func keys(t testing.TB, cli *clientv3.Client, prefix string) []string {
 	return out
 }
 
-// claimKeyOf finds the etcd key of the claim with id under prefix.
-func claimKeyOf(t testing.TB, cli *clientv3.Client, prefix, id string) string {
+// claimKeyOtherThan finds the etcd key of the one claim under prefix that
+// is not skip.
+func claimKeyOtherThan(t testing.TB, cli *clientv3.Client, prefix, skip string) string {
 	t.Helper()
 	for _, k := range keys(t, cli, prefix) {
-		if strings.HasSuffix(k, "/"+id) {
+		if k != skip {
 			return k
 		}
 	}
-	t.Fatalf("no claim %s under %q", id, prefix)
+	t.Fatalf("no claim under %q other than %s", prefix, skip)
 	return ""
 }
 

@@ -40,7 +40,7 @@ func TestWaiterWithDeletedClaimNeverHolds(t *testing.T) {
 			awaitCount(t, operator, prefix, 2)
 			notYet(t, w, "W behind H")
 
-			ops := []clientv3.Op{clientv3.OpDelete(claimKeyOf(t, operator, prefix, wr.ID))}
+			ops := []clientv3.Op{clientv3.OpDelete(claimKeyOtherThan(t, operator, prefix, hb.ClaimKey(holder)))}
 			if tt.alsoHolder {
 				ops = append(ops, clientv3.OpDelete(hb.ClaimKey(holder)))
 			}
