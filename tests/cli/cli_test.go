@@ -198,9 +198,12 @@ func TestLeaseRevokedStopsTheCommand(t *testing.T) {
 echo pid=$$
 sleep 60 </dev/null >/dev/null 2>&1 &
 wait`},
+		// The shell runs a trap only between commands, so it waits on a
+		// background sleep: wait returns at once on a signal, whereas a
+		// foreground sleep would hold the trap back past the SIGKILL.
 		{"command ignores SIGTERM and is killed", `trap 'echo term > "$1"' TERM
 echo pid=$$
-while :; do sleep 1; done`},
+while :; do sleep 60 </dev/null >/dev/null 2>&1 & wait; done`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
