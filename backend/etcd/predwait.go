@@ -1,183 +1,83 @@
 package etcd
 
-// Predecessor waits served by the loss watch.
-//
-// A fair waiter blocks until the claim just ahead of it is deleted at a
-// revision >= from, where from is one past the revision at which it read
-// that claim. A watch of its own started at from is a watch on the past:
-// etcd puts it among its "unsynced" watchers and catches those up on a
-// 100ms timer, so a handoff could stall for up to that long. The loss watch
-// (watch.go) is already synced and already carries every delete under the
-// claims prefix, so the registry hands those deletes to the waiters too.
-//
-// The rule that makes this safe: a wait may rely on the loss watch only if
-// every delete at a revision >= from is still to be dispatched when the
-// wait is registered. The registry keeps last, a revision such that every
-// delete the loss watch has dispatched is at or below it (it is raised in
-// the same critical section that dispatches, see observeDeletes), and
-// registers a wait only while the watch is established and last < from.
-// Registration and dispatch share r.mu, so a delete at rev >= from is
-// dispatched either before registration (then last >= rev >= from and the
-// wait is refused) or after it (then it wakes the wait). A wait that is
-// refused falls back to a watch of its own.
-//
-// Under load the loss watch often dispatches some other delete between the
-// waiter's read and its registration, so last >= from is common. To keep
-// those waits off the slow path too, the registry remembers the most recent
-// deletes it dispatched (recent, a ring of recentDeletes entries, which
-// holds every dispatched delete above recentFloor). If from > recentFloor,
-// every delete in [from, last] is in the ring: if one of them is of key,
-// the wait is already satisfied; if none is, registering is as safe as when
-// last < from.
-//
-// When the loss watch stops (error, compaction, leader loss, Close) it may
-// miss deletes, so every registered wait is woken. A wake is only a hint:
-// both callers of waitDeleted look at the queue again with a Txn after it
-// returns and go back to waiting if the claim ahead is still there, so a
-// spurious wake costs one round trip, never correctness. While the watch is
-// down nothing registers; it is marked established again only once it
-// delivers every delete after last.
+import "sync"
 
-// predWait is one registered wait: closed once key is deleted at a
-// revision >= from, or when the loss watch stops.
+// Predecessor waits.
+//
+// A waiter read the claim just ahead of it at revision from-1 and waits for
+// that claim's delete, which is at a revision >= from. The obvious watch
+// starts at from. But from is in the past by the time the watch reaches
+// etcd whenever anything else was written meanwhile, which under
+// contention is nearly always, and etcd serves a watch that starts at or
+// below its current revision from its "unsynced" set, which it catches up
+// on a 100ms timer: a delete in the first 100ms of such a watch reaches the
+// waiter up to 100ms late, and a handoff stalls for that long. Near the
+// head of a short queue that is most handoffs (measured: see
+// predStartNow).
+//
+// So the watch starts at etcd's current revision instead (StartRevision 0),
+// which etcd serves from its fast path at once. Its created answer carries
+// a revision h such that every delete above h is delivered. If h < from
+// that covers everything. Otherwise the deletes in [from, h] were not
+// watched, and one read of the key at revision c >= h (c = h when the
+// member can serve that revision, see stillThere) closes the gap:
+//
+//   - the key absent, or present with a create revision >= from (another
+//     incarnation, created after ours was deleted): the claim ahead is
+//     gone, and the waiter looks at its queue again at once;
+//   - the key present with a create revision < from: the same incarnation
+//     still exists at c (an incarnation, once deleted, never comes back),
+//     so its delete is above c >= h, where the watch sees it. The waiter
+//     goes on waiting, and the watch's resume revision becomes c+1.
+//
+// Either way no delete is missed, and a wake is only a hint in any case:
+// both callers look at the queue again with a Txn after every wake, and
+// that Txn decides. If the stream breaks, the watch is created again from
+// its resume revision (from, or c+1 once a read has moved it), which
+// leaves no gap to close.
+//
+// The read costs one round trip, a cheap one (a single key, usually from
+// the member's own store), paid only by waits whose gap is not empty
+// (about two in three under contention), and it is off the handoff's
+// critical path unless the waiter is next in line.
+
+// predStartNow selects that scheme; with it false, predecessor watches
+// start at from, with no read and etcd's 100ms catch-up instead. Measured
+// with BenchmarkHandoff (8 contenders, one key): 73 handoffs/s starting at
+// from, the same stall as etcd's Mutex (68/s), against about 590/s
+// starting now.
+const predStartNow = true
+
+// predWait is the target of one predecessor watch.
 type predWait struct {
-	from int64
-	ch   chan struct{}
+	created chan struct{} // cap 1: signalled after each watchCreated
+	done    chan struct{} // closed by keyDeleted or watchFailed
+	err     error         // written before done is closed: why the watch failed
+
+	mu      sync.Mutex
+	covered int64 // from the last watchCreated: every delete >= covered is delivered
 }
 
-// waitPred registers a wait for the delete of key at a revision >= from.
-// It returns the channel closed on that delete (or on a stop of the loss
-// watch) and the function that unregisters the wait, which the caller must
-// call once it stops waiting, whatever the reason; calling it after the
-// wake is harmless. ok is false, and nothing is registered, when the loss
-// watch cannot promise to deliver that delete: the caller then watches by
-// itself. Safe for concurrent use.
-func (r *registry) waitPred(key string, from int64) (ch <-chan struct{}, cancel func(), ok bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.healthy {
-		return nil, nil, false
-	}
-	if r.last >= from {
-		if from <= r.recentFloor {
-			// A delete of key in [from, last] may already have been
-			// dispatched, and the ring no longer remembers it.
-			return nil, nil, false
-		}
-		if r.deletedSinceLocked(key, from) {
-			return closedChan, func() {}, true
-		}
-	}
-	w := &predWait{from: from, ch: make(chan struct{})}
-	r.preds[key] = append(r.preds[key], w)
-	return w.ch, func() { r.dropPred(key, w) }, true
+func newPredWait() *predWait {
+	return &predWait{created: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
-// dropPred unregisters w if it is still registered.
-func (r *registry) dropPred(key string, w *predWait) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ws := r.preds[key]
-	for i, x := range ws {
-		if x == w {
-			ws = append(ws[:i], ws[i+1:]...)
-			break
-		}
-	}
-	r.setPredsLocked(key, ws)
-}
-
-// wakePredsLocked wakes and unregisters the waits on key that a delete at
-// rev satisfies. Called with r.mu held.
-func (r *registry) wakePredsLocked(key string, rev int64) {
-	ws := r.preds[key]
-	if len(ws) == 0 {
-		return
-	}
-	kept := ws[:0]
-	for _, w := range ws {
-		if rev >= w.from {
-			close(w.ch)
-		} else {
-			kept = append(kept, w)
-		}
-	}
-	clear(ws[len(kept):]) // let the woken waits be collected
-	r.setPredsLocked(key, kept)
-}
-
-// recentDeletes is how many dispatched deletes the registry remembers.
-const recentDeletes = 1024
-
-// closedChan is handed to a wait that a remembered delete already satisfies.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-// rememberLocked records a dispatched delete in the ring, forgetting the
-// oldest when it is full. Called with r.mu held, in dispatch order.
-func (r *registry) rememberLocked(d deleted) {
-	if len(r.recent) < recentDeletes {
-		r.recent = append(r.recent, d)
-		return
-	}
-	old := r.recent[r.recentNext]
-	// Several deletes can share a revision (one Txn, one revoke): forgetting
-	// one of them means no delete at that revision is vouched for any more.
-	r.recentFloor = max(r.recentFloor, old.rev)
-	r.recent[r.recentNext] = d
-	r.recentNext = (r.recentNext + 1) % recentDeletes
-}
-
-// deletedSinceLocked reports whether the ring holds a delete of key at a
-// revision >= from. Called with r.mu held.
-func (r *registry) deletedSinceLocked(key string, from int64) bool {
-	for _, d := range r.recent {
-		if d.key == key && d.rev >= from {
-			return true
-		}
-	}
-	return false
-}
-
-// forgetRecentLocked empties the ring and vouches for nothing up to last:
-// the loss watch is starting (again) and may have missed deletes before.
-func (r *registry) forgetRecentLocked() {
-	r.recent, r.recentNext = r.recent[:0], 0
-	r.recentFloor = r.last
-}
-
-func (r *registry) setPredsLocked(key string, ws []*predWait) {
-	if len(ws) == 0 {
-		delete(r.preds, key)
-	} else {
-		r.preds[key] = ws
+func (p *predWait) watchCreated(from int64) {
+	p.mu.Lock()
+	p.covered = from
+	p.mu.Unlock()
+	select {
+	case p.created <- struct{}{}:
+	default: // a signal is pending; the waiter reads the latest value
 	}
 }
 
-// watchEstablished records that the loss watch now delivers every delete
-// after revision from on, in order and without gaps, until watchStopped.
-func (r *registry) watchEstablished(from int64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.healthy = true
-	// max: raising last only ever refuses more waits. A watch resumed
-	// from below the registry's last changes nothing, since no wait was
-	// registered while it was down.
-	r.last = max(r.last, from)
-	r.forgetRecentLocked()
-}
+// The mux makes at most one of these two calls per watch.
+func (p *predWait) keyDeleted(int64)      { close(p.done) }
+func (p *predWait) watchFailed(err error) { p.err = err; close(p.done) }
 
-// watchStopped records that the loss watch has stopped delivering deletes
-// and wakes every registered wait: a delete it would have dispatched may
-// now never come.
-func (r *registry) watchStopped() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.healthy = false
-	r.forgetRecentLocked()
-	for key, ws := range r.preds {
-		for _, w := range ws {
-			close(w.ch)
-		}
-		delete(r.preds, key)
-	}
+func (p *predWait) coveredFrom() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.covered
 }
