@@ -9,6 +9,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -30,6 +31,7 @@ type fakeEtcd struct {
 	held    bool // responses wait in stream.held until release
 	reads   int  // Txns served
 	readErr error
+	lagging bool // refuse reads at a given revision, as a member behind it would
 	changed chan struct{} // cap 1: signalled after every request served
 }
 
@@ -250,6 +252,12 @@ func (e *fakeEtcd) release() {
 	}
 }
 
+func (e *fakeEtcd) setLagging(lagging bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.lagging = lagging
+}
+
 func (e *fakeEtcd) setOpenErr(err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -352,6 +360,11 @@ func (t *fakeTxn) Commit() (*clientv3.TxnResponse, error) {
 		return nil, e.readErr
 	}
 	resp := &clientv3.TxnResponse{Header: &pb.ResponseHeader{Revision: e.rev}, Succeeded: true}
+	for _, op := range t.ops {
+		if op.Rev() != 0 && (e.lagging || op.Rev() > e.rev) {
+			return nil, rpctypes.ErrFutureRev
+		}
+	}
 	for _, op := range t.ops {
 		rr := &pb.RangeResponse{}
 		key := string(op.KeyBytes())

@@ -12,14 +12,13 @@ import (
 //
 // An entry is registered before its claim is created. Once etcd has told
 // the claim's create revision T (setToken), a watch on the claim's key
-// starts from T+1, so that nothing between the creation and the watch is
-// missed: a delete in between is replayed by etcd. T+1 rather than T because
-// the claim cannot be deleted at the revision that created it, and etcd
-// serves a watch that starts above its current revision from its fast path,
-// while one that starts at or below it is caught up on a 100ms timer: when
-// nothing else was written since the claim (the uncontended case), the
-// watch from T+1 is on the fast path. Acquire does not wait for etcd to
-// confirm the watch.
+// waits for its first delete at or after T+1 (the claim cannot be deleted
+// at the revision that created it). Acquire does not wait for etcd to
+// confirm the watch. Like every watch of the mux it is created at etcd's
+// current revision h, and if h > T a read of the key at h tells whether
+// the claim was deleted in between (see watchcheck.go), so a delete that
+// happened before the watch reached etcd is reported as promptly as one
+// after.
 //
 // The first delete of the key at or after T+1 is this claim's: a later
 // claim under the same name can only be created once this one is gone. So
@@ -81,7 +80,7 @@ func (r *registry) setToken(e *entry, token int64) bool {
 	e.token = token
 	var w *keyWatch
 	if e.watch == nil && !e.ended {
-		w = &keyWatch{key: e.key, from: token + 1, target: e}
+		w = &keyWatch{key: e.key, from: token + 1, now: true, target: e}
 		e.watch = w
 	}
 	r.mu.Unlock()

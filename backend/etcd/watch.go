@@ -42,22 +42,25 @@ import (
 // cancel of a watch that fired) are sent by the mux's run goroutine, which
 // also opens the stream and opens it again when it fails. With the
 // receiver that makes two goroutines per Backend, whatever the number of
-// watches, plus one that exists only while a compacted watch is checked
+// watches, plus one that exists only while reads are pending
 // (watchcheck.go).
 //
 // Every watch has a resume revision, from: the delete it waits for is at a
 // revision >= from, so a watch created again from `from` misses nothing.
 // A single-key delete watch never needs to move that revision forward
-// (its first delete ends it), except after a check that found the key
-// still there (then from becomes the check's revision + 1). The stream
-// is opened again, with backoff, when it fails, when etcd's member loses
-// its leader (the stream carries clientv3.WithRequireLeader, so a member
-// cut off from the cluster closes it instead of going silent) and when
-// etcd refuses a create for an expired auth token; every live watch is
-// then created again from its resume revision. A watch whose resume
-// revision has been compacted away is checked with a Get instead: gone if
+// (its first delete ends it), except after a read that found the key
+// still there (then from becomes the read's revision + 1). A watch is
+// first created at etcd's current revision rather than at from, because
+// etcd serves a watch that starts in the past on a 100ms timer; a read of
+// the key settles the deletes in between (watchcheck.go). The stream is
+// opened again, with backoff, when it fails, when etcd's member loses its
+// leader (the stream carries clientv3.WithRequireLeader, so a member cut
+// off from the cluster closes it instead of going silent) and when etcd
+// refuses a create for an expired auth token; every live watch is then
+// created again from its resume revision. A watch whose resume revision
+// has been compacted away is settled by a read of the key instead: gone if
 // the key is absent or is another incarnation, else watched again from the
-// Get's revision + 1.
+// read's revision + 1.
 
 // watchTarget is told what becomes of a watch. The mux calls it without
 // holding its lock, from the receive goroutine or a check goroutine, so
@@ -87,7 +90,7 @@ type keyWatch struct {
 
 	// Guarded by mux.mu.
 	from  int64 // resume revision: the delete sought is at >= from
-	now   bool  // the next create starts at etcd's current revision (see predwait.go)
+	now   bool  // the next create starts at etcd's current revision (see watchcheck.go)
 	state watchState
 	s     *wstream // the stream it is created on; nil if none
 	id    int64    // its ID on s
@@ -144,9 +147,10 @@ type mux struct {
 	cur      *wstream               // the stream in use; nil while (re)opening
 	running  bool                   // the run goroutine was started
 	down     error                  // set once the mux has stopped for good
-	nextID   int64
-	checks   []*keyWatch // watches in watchChecking, in the order they got there
-	checking bool        // a check goroutine runs
+	nextID    int64
+	gaps      []gapCheck  // see watchcheck.go
+	compacted []*keyWatch // watches in watchChecking, in the order they got there
+	checking  bool        // a check goroutine runs
 }
 
 // noPut makes etcd deliver deletes only. Read-only.

@@ -66,10 +66,10 @@ func TestMuxDispatchesByID(t *testing.T) {
 // started from a revision reports that revision.
 func TestMuxReportsCoverage(t *testing.T) {
 	tm := newTestMux(t)
-	tm.e.put("k")
+	k := tm.e.put("k")
 	cur := tm.e.put("other")
 	r := newRecTarget()
-	tm.start(&keyWatch{key: "k", from: 2, now: true, target: r})
+	tm.start(&keyWatch{key: "k", from: k + 1, now: true, target: r})
 	if got := recv(t, r.created, "created"); got != cur+1 {
 		t.Fatalf("start-now watch covers from %d, want %d (etcd's revision + 1)", got, cur+1)
 	}

@@ -181,8 +181,14 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 		if from == 0 {
 			// Created at etcd's current revision, which the header
 			// carries (read after the watch was registered): every
-			// delete above it is delivered.
-			from = r.Header.GetRevision() + 1
+			// delete above it is delivered, and a read settles the
+			// ones from w.from on (watchcheck.go).
+			at := r.Header.GetRevision()
+			if at >= w.from {
+				m.gaps = append(m.gaps, gapCheck{w: w, at: at})
+				m.startChecksLocked()
+			}
+			from = at + 1
 		}
 		return []notice{{t: w.target, kind: noticeCreated, rev: from}}, false, false
 
@@ -194,10 +200,8 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 		}
 		m.cancelLocked(w) // lets etcd forget the ID as well
 		w.state = watchChecking
-		m.checks = append(m.checks, w)
-		if !m.checking {
-			m.checking = m.spawn(m.check)
-		}
+		m.compacted = append(m.compacted, w)
+		m.startChecksLocked()
 		return nil, true, false
 
 	case r.Canceled:
@@ -244,7 +248,7 @@ func (m *mux) stopForGood(err error) {
 	for w := range m.live {
 		ns = append(ns, m.finishLocked(w, 0, err))
 	}
-	m.checks = nil
+	m.gaps, m.compacted = nil, nil
 	m.mu.Unlock()
 	deliver(ns)
 }
