@@ -31,7 +31,7 @@ type fakeEtcd struct {
 	held    bool // responses wait in stream.held until release
 	reads   int  // Txns served
 	readErr error
-	lagging bool // refuse reads at a given revision, as a member behind it would
+	lagging bool          // refuse reads at a given revision, as a member behind it would
 	changed chan struct{} // cap 1: signalled after every request served
 }
 

@@ -142,11 +142,11 @@ type mux struct {
 
 	kick chan struct{} // cap 1: the run goroutine should flush the current stream
 
-	mu       sync.Mutex
-	live     map[*keyWatch]struct{} // every watch not done
-	cur      *wstream               // the stream in use; nil while (re)opening
-	running  bool                   // the run goroutine was started
-	down     error                  // set once the mux has stopped for good
+	mu        sync.Mutex
+	live      map[*keyWatch]struct{} // every watch not done
+	cur       *wstream               // the stream in use; nil while (re)opening
+	running   bool                   // the run goroutine was started
+	down      error                  // set once the mux has stopped for good
 	nextID    int64
 	gaps      []gapCheck  // see watchcheck.go
 	compacted []*keyWatch // watches in watchChecking, in the order they got there
