@@ -62,6 +62,9 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 		return backend.Claim{}, err
 	}
 	a.e = e
+	if req.Wait {
+		b.reg.watchEarly(e) // before the claim exists: see registry.go
+	}
 	c, err := a.run(ctx)
 	if err == nil && !b.reg.promote(e) {
 		err = a.lostError()

@@ -23,7 +23,7 @@ type fakeEtcd struct {
 	mu      sync.Mutex
 	rev     int64
 	compact int64
-	keys    map[string]int64 // key -> create revision
+	keys    map[string]int64 // key -> create revision of the live incarnation
 	deletes []fakeDelete     // every delete, in revision order
 	streams []*fakeStream    // every stream opened, in order
 	openErr error            // non-nil: opening a stream fails
@@ -36,8 +36,9 @@ type fakeEtcd struct {
 }
 
 type fakeDelete struct {
-	key string
-	rev int64
+	key     string
+	rev     int64
+	created int64 // the create revision of the incarnation deleted
 }
 
 func newFakeEtcd() *fakeEtcd {
@@ -203,8 +204,8 @@ func (e *fakeEtcd) del(key string) int64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.rev++
+	d := fakeDelete{key: key, rev: e.rev, created: e.keys[key]}
 	delete(e.keys, key)
-	d := fakeDelete{key: key, rev: e.rev}
 	e.deletes = append(e.deletes, d)
 	for _, s := range e.streams {
 		for id, w := range s.watches {
@@ -274,6 +275,24 @@ func (e *fakeEtcd) allowKey(key string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.refuse, key)
+}
+
+// createdAt returns the create revision of the incarnation of key that
+// exists at revision rev (0: now), if one does. Called with e.mu held.
+func (e *fakeEtcd) createdAt(key string, rev int64) (int64, bool) {
+	cr, live := e.keys[key]
+	if rev == 0 {
+		return cr, live
+	}
+	if live && cr <= rev {
+		return cr, true
+	}
+	for _, d := range e.deletes {
+		if d.key == key && d.created <= rev && rev < d.rev {
+			return d.created, true
+		}
+	}
+	return 0, false
 }
 
 // readCount returns how many Txns and Gets the fake has served.
@@ -368,7 +387,7 @@ func (t *fakeTxn) Commit() (*clientv3.TxnResponse, error) {
 	for _, op := range t.ops {
 		rr := &pb.RangeResponse{}
 		key := string(op.KeyBytes())
-		if cr, ok := e.keys[key]; ok {
+		if cr, ok := e.createdAt(key, op.Rev()); ok {
 			rr.Kvs = []*mvccpb.KeyValue{{Key: []byte(key), CreateRevision: cr}}
 		}
 		resp.Responses = append(resp.Responses, &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: rr}})

@@ -10,15 +10,18 @@ import (
 // registry knows the claims this Backend is acquiring or holding, by etcd
 // key, and watches each one for its loss (see watch.go).
 //
-// An entry is registered before its claim is created. Once etcd has told
-// the claim's create revision T (setToken), a watch on the claim's key
-// waits for its first delete at or after T+1 (the claim cannot be deleted
-// at the revision that created it). Acquire does not wait for etcd to
-// confirm the watch. Like every watch of the mux it is created at etcd's
-// current revision h, and if h > T a read of the key at h tells whether
-// the claim was deleted in between (see watchcheck.go), so a delete that
-// happened before the watch reached etcd is reported as promptly as one
-// after.
+// An entry is registered before its claim is created. A watch on the
+// claim's key waits for its first delete at or after T+1, where T is the
+// claim's create revision (the claim cannot be deleted at the revision
+// that created it). Acquire does not wait for etcd to confirm the watch.
+// Like every watch of the mux it is created at etcd's current revision h;
+// for a request that waits it is started before the claim is created
+// (watchEarly) and normally reaches etcd first (h < T), so it covers the
+// claim's whole life. Otherwise (h >= T: a TryAcquire, whose watch starts
+// once T is known, or an early watch that lost the race) a read of the
+// key at h tells whether the claim was deleted in between (see
+// watchcheck.go). Either way a delete that happened before the watch
+// reached etcd is reported as promptly as one after.
 //
 // The first delete of the key at or after T+1 is this claim's: a later
 // claim under the same name can only be created once this one is gone. So
@@ -68,9 +71,28 @@ func (r *registry) add(key string, onLost backend.LossListener) (*entry, error) 
 	return e, nil
 }
 
-// setToken records the claim's create revision and starts watching the
-// claim from the next revision on. It reports false if the claim is
-// already known to be gone. Called at most once per entry.
+// watchEarly starts the watch on e's claim before the claim is created
+// (see mux.setFrom): sent ahead of the Txn that creates the claim, it
+// normally reaches etcd first, so that it covers the claim's whole life
+// without a read. Acquire calls it for requests that wait, whose claim is
+// nearly always created; a TryAcquire on a held key would only pay a
+// create and a cancel for nothing.
+func (r *registry) watchEarly(e *entry) {
+	r.mu.Lock()
+	if e.watch != nil || e.ended {
+		r.mu.Unlock()
+		return
+	}
+	w := &keyWatch{key: e.key, now: true, target: e}
+	e.watch = w
+	r.mu.Unlock()
+	r.mux.start(w)
+}
+
+// setToken records the claim's create revision and has its watch look
+// for the claim's delete from the next revision on, starting the watch if
+// watchEarly did not. It reports false if the claim is already known to be
+// gone. Called at most once per entry.
 func (r *registry) setToken(e *entry, token int64) bool {
 	r.mu.Lock()
 	if e.isLost {
@@ -78,16 +100,21 @@ func (r *registry) setToken(e *entry, token int64) bool {
 		return false
 	}
 	e.token = token
-	var w *keyWatch
-	if e.watch == nil && !e.ended {
+	w, early := e.watch, e.watch != nil
+	if !early && !e.ended {
 		w = &keyWatch{key: e.key, from: token + 1, now: true, target: e}
 		e.watch = w
 	}
 	r.mu.Unlock()
-	if w != nil {
+	switch {
+	case early:
+		r.mux.setFrom(w, token+1)
+	case w != nil:
 		r.mux.start(w)
 	}
-	return true
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !e.isLost
 }
 
 // promote marks e as handed out to the caller, so that a later loss calls

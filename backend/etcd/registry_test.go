@@ -112,15 +112,17 @@ func TestRegistryLossBeforeTheWatch(t *testing.T) {
 			tg := tm.e.put("gone")
 			tk := tm.e.put("kept")
 			tm.e.del("gone") // before either watch exists
-			for _, x := range []struct {
-				e     *entry
-				token int64
-			}{{eg, tg}, {ek, tk}} {
-				r.setToken(x.e, x.token)
-				r.promote(x.e)
+			// The loss may be found before the claim is handed out (then
+			// Acquire fails) or after (then OnLost is called).
+			if r.setToken(eg, tg) && r.promote(eg) {
+				if cause := recv(t, gone, "OnLost of the claim deleted in the gap"); !errors.Is(cause, backend.ErrLeaseExpired) {
+					t.Fatalf("OnLost cause %v, want ErrLeaseExpired", cause)
+				}
+			} else {
+				recv(t, eg.lost, "lost, for the claim deleted in the gap")
 			}
-			if cause := recv(t, gone, "OnLost of the claim deleted in the gap"); !errors.Is(cause, backend.ErrLeaseExpired) {
-				t.Fatalf("OnLost cause %v, want ErrLeaseExpired", cause)
+			if !r.setToken(ek, tk) || !r.promote(ek) {
+				t.Fatal("the claim still there counted as lost")
 			}
 			// An OnLost for kept before its delete would name an earlier
 			// revision, and would be the only one.
@@ -136,4 +138,174 @@ func TestRegistryLossBeforeTheWatch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// barrier returns once every response etcd sent on the current stream
+// before it has been dispatched: it watches a key of its own and deletes
+// it, and responses on one stream arrive in order.
+func barrier(t *testing.T, tm *testMux) {
+	t.Helper()
+	key := fmt.Sprint("barrier-", tm.e.put("barrier-seq"))
+	rev := tm.e.put(key)
+	_, r := startWatch(t, tm, key, rev+1)
+	tm.e.del(key)
+	recv(t, r.deleted, "barrier")
+}
+
+// A waiting Acquire's watch starts before its claim exists, so that it
+// normally covers the claim's whole life without a read; until the claim's
+// create revision is known, the deletes it sees are only remembered.
+func TestRegistryEarlyWatch(t *testing.T) {
+	type setup struct {
+		tm    *testMux
+		r     *registry
+		e     *entry
+		lost  lossRecorder
+		token int64
+	}
+	early := func(t *testing.T) *setup {
+		tm := newTestMux(t)
+		r := newRegistry(tm.mux)
+		lost := make(lossRecorder, 2)
+		e, err := r.add("claim", lost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.watchEarly(e)
+		return &setup{tm: tm, r: r, e: e, lost: lost}
+	}
+	// create makes the claim, tells the registry and hands it out; it
+	// reports whether the claim was still there as far as it knew.
+	create := func(x *setup) bool {
+		x.token = x.tm.e.put("claim")
+		return x.r.setToken(x.e, x.token) && x.r.promote(x.e)
+	}
+	// wantHeld checks that the claim is not reported lost until it is
+	// deleted, and is then.
+	wantHeld := func(t *testing.T, x *setup) {
+		t.Helper()
+		barrier(t, x.tm)
+		none(t, x.lost, "OnLost while the claim is there")
+		del := x.tm.e.del("claim")
+		cause := recv(t, x.lost, "OnLost after the delete")
+		if want := fmt.Sprintf("revision %d", del); !strings.Contains(cause.Error(), want) {
+			t.Fatalf("OnLost: %v; want it to name the delete at %s", cause, want)
+		}
+	}
+
+	t.Run("EarlierIncarnationDeleted", func(t *testing.T) {
+		x := early(t)
+		x.tm.e.put("claim") // a name's earlier claim, deleted after our watch started
+		barrier(t, x.tm)
+		x.tm.e.del("claim")
+		barrier(t, x.tm)
+		if !create(x) {
+			t.Fatal("the claim counted as lost by the delete of an earlier one")
+		}
+		wantHeld(t, x)
+	})
+	t.Run("DeletedBeforeTheTokenIsKnown", func(t *testing.T) {
+		x := early(t)
+		barrier(t, x.tm)
+		token := x.tm.e.put("claim")
+		x.tm.e.del("claim")
+		barrier(t, x.tm)
+		if x.r.setToken(x.e, token) {
+			t.Fatal("setToken of a claim already seen deleted reported it there")
+		}
+		recv(t, x.e.lost, "lost")
+		if x.r.promote(x.e) {
+			t.Fatal("promote succeeded")
+		}
+	})
+	t.Run("CoversTheClaimWithoutARead", func(t *testing.T) {
+		x := early(t)
+		barrier(t, x.tm)
+		reads := x.tm.e.readCount()
+		if !create(x) {
+			t.Fatal("claim lost")
+		}
+		wantHeld(t, x)
+		if n := x.tm.e.readCount(); n != reads {
+			t.Fatalf("%d reads for a watch that was there before its claim, want none", n-reads)
+		}
+	})
+	for _, ackFirst := range []bool{true, false} {
+		name := "TokenKnownFirst"
+		if ackFirst {
+			name = "WatchConfirmedFirst"
+		}
+		t.Run("LostTheRace/"+name, func(t *testing.T) {
+			tm := newTestMux(t)
+			r := newRegistry(tm.mux)
+			barrier(t, tm) // the stream is up
+			for _, gone := range []bool{false, true} {
+				key := fmt.Sprint("claim-", gone)
+				lost := make(lossRecorder, 2)
+				e, _ := r.add(key, lost)
+				token := tm.e.put(key) // created before the watch reaches etcd
+				if gone {
+					tm.e.del(key)
+				} else {
+					tm.e.put("other")
+				}
+				if !ackFirst {
+					tm.e.hold()
+				}
+				r.watchEarly(e)
+				if ackFirst {
+					barrier(t, tm)
+				}
+				r.setToken(e, token)
+				r.promote(e)
+				tm.e.release()
+				if gone {
+					recv(t, e.lost, "lost, by the read of the gap")
+					continue
+				}
+				barrier(t, tm)
+				none(t, lost, "OnLost of a claim still there")
+				tm.e.del(key)
+				recv(t, lost, "OnLost after the delete")
+			}
+		})
+	}
+	t.Run("StreamBrokenBeforeTheToken", func(t *testing.T) {
+		for _, compacted := range []bool{false, true} {
+			x := early(t)
+			barrier(t, x.tm)
+			x.tm.e.setOpenErr(errors.New("fake: down"))
+			x.tm.e.breakStream()
+			x.token = x.tm.e.put("claim")
+			if compacted {
+				x.tm.e.compactNow()
+			}
+			x.tm.e.setOpenErr(nil)
+			x.tm.e.waitFor(t, func() bool { return len(x.tm.e.streams) == 2 }, "the stream again")
+			// Created again where the first stream had confirmed it; if
+			// that was compacted away, then at etcd's current revision.
+			want := 1
+			if compacted {
+				want = 2
+			}
+			var starts []int64
+			x.tm.e.waitFor(t, func() bool {
+				starts = starts[:0]
+				for _, cr := range x.tm.e.createsLocked(1) {
+					if string(cr.Key) == "claim" {
+						starts = append(starts, cr.StartRevision)
+					}
+				}
+				return len(starts) >= want
+			}, "the claim's watch on the new stream")
+			if len(starts) != want || starts[0] == 0 || (compacted && starts[1] != 0) {
+				t.Fatalf("compacted=%v: re-created with start revisions %v", compacted, starts)
+			}
+			barrier(t, x.tm)
+			if !x.r.setToken(x.e, x.token) || !x.r.promote(x.e) {
+				t.Fatal("claim lost")
+			}
+			wantHeld(t, x)
+		}
+	})
 }

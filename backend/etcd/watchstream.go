@@ -177,20 +177,22 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 		if w == nil {
 			return nil, false, false
 		}
-		from := pc.start
-		if from == 0 {
+		covered := pc.start
+		if covered == 0 {
 			// Created at etcd's current revision, which the header
 			// carries (read after the watch was registered): every
-			// delete above it is delivered, and a read settles the
-			// ones from w.from on (watchcheck.go).
-			at := r.Header.GetRevision()
-			if at >= w.from {
-				m.gaps = append(m.gaps, gapCheck{w: w, at: at})
-				m.startChecksLocked()
-			}
-			from = at + 1
+			// delete above it is delivered.
+			covered = r.Header.GetRevision() + 1
 		}
-		return []notice{{t: w.target, kind: noticeCreated, rev: from}}, false, false
+		switch {
+		case w.from == 0:
+			w.covered = covered // setFrom decides
+		case covered > w.from:
+			// A read settles the deletes from w.from on (watchcheck.go).
+			m.gaps = append(m.gaps, gapCheck{w: w, at: covered - 1})
+			m.startChecksLocked()
+		}
+		return []notice{{t: w.target, kind: noticeCreated, rev: covered}}, false, false
 
 	case r.CompactRevision != 0:
 		// The watch's start revision was compacted; etcd dropped it.
@@ -199,6 +201,13 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 			return nil, false, false
 		}
 		m.cancelLocked(w) // lets etcd forget the ID as well
+		if w.from == 0 {
+			// Nothing to read against yet: start again at etcd's
+			// current revision; setFrom settles the gap with a read.
+			w.covered, w.now = 0, true
+			m.createLocked(s, w)
+			return nil, true, false
+		}
 		w.state = watchChecking
 		m.compacted = append(m.compacted, w)
 		m.startChecksLocked()
@@ -225,8 +234,16 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 		// With the NOPUT filter, deletes only. The first one at or
 		// above from is the incarnation's: a later incarnation of the
 		// name needs this one deleted first.
-		if ev.Type == mvccpb.DELETE && ev.Kv.ModRevision >= w.from {
-			return []notice{m.finishLocked(w, ev.Kv.ModRevision, nil)}, true, false
+		if ev.Type != mvccpb.DELETE {
+			continue
+		}
+		rev := ev.Kv.ModRevision
+		if w.from == 0 {
+			w.maxDel = max(w.maxDel, rev) // setFrom decides
+			continue
+		}
+		if rev >= w.from {
+			return []notice{m.finishLocked(w, rev, nil)}, true, false
 		}
 	}
 	return nil, false, false
