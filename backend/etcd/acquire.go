@@ -65,6 +65,9 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 		return backend.Claim{}, err
 	}
 	a.e = e
+	if req.Wait {
+		b.reg.watchEarly(e) // before the claim exists: see registry.go
+	}
 	c, err := a.run(ctx)
 	if err == nil && !b.reg.promote(e) {
 		err = a.lostError()
@@ -169,7 +172,7 @@ func (a *acquisition) keepStamp(resp *clientv3.TxnResponse, i int) {
 	}
 }
 
-// setToken records the claim's create revision, failing if the loss watch
+// setToken records the claim's create revision, failing if the claim's watch
 // has already seen the claim go.
 func (a *acquisition) setToken(token int64) error {
 	a.token = token

@@ -14,7 +14,7 @@ import (
 
 // cleanupTimeout bounds the calls a Backend makes on its own behalf when the
 // caller's context cannot be used: removing the claim of a failed Acquire,
-// rechecking claims after a watch gap.
+// checking watched claims after a compaction.
 const cleanupTimeout = 5 * time.Second
 
 // endedCleanupTimeout bounds the removal a failed Acquire makes before
@@ -50,9 +50,11 @@ var _ backend.Backend = (*Backend)(nil)
 //
 // The caller keeps ownership of cli: it configures endpoints, TLS and
 // authentication, and closes cli after closing the Backend. New does not
-// contact etcd; it starts one goroutine that watches the prefix for lost
-// claims (and, on first use, one that serves lease keep-alives). It fails
-// if cli is nil or an option is invalid (errors wrap ErrBadPrefix).
+// contact etcd and starts no goroutine; on first use the Backend starts
+// two that serve its watch stream (the watches of its own claims and of
+// the claims its waiters are behind) and one that serves lease
+// keep-alives. It fails if cli is nil or an option is invalid (errors wrap
+// ErrBadPrefix).
 func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 	if cli == nil {
 		return nil, errors.New("etcd: New needs a client, got nil")
@@ -68,13 +70,12 @@ func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 	b := &Backend{
 		cli:    cli,
 		layout: newLayout(cfg.prefix),
-		reg:    newRegistry(),
 		names:  newNamePool(),
 		ctx:    ctx,
 		cancel: cancel,
 	}
 	b.keeper = newKeeper(ctx, cli, b.spawn)
-	b.spawn(func() { b.watchLoop(ctx) })
+	b.reg = newRegistry(newMux(ctx, cli, b.spawn))
 	return b, nil
 }
 
@@ -114,7 +115,7 @@ func (b *Backend) IsOwner(c backend.Claim) clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(b.ClaimKey(c)), "=", int64(c.Token))
 }
 
-// Close stops the Backend's goroutines (the loss watch, the keep-alive
+// Close stops the Backend's goroutines (the watch stream, the keep-alive
 // stream and background cleanups) and waits for them. It does not remove
 // claims, revoke leases or close the etcd client; a claim whose background
 // removal is still pending when Close is called stays until its lease

@@ -68,17 +68,20 @@
 // tokens still strictly increase and a late Release or IsOwner aimed at an
 // earlier incarnation never matches a later one.
 //
-// # Loss detection
+// # Watches
 //
-// Each Backend runs one watch over its claims namespace, receiving deletes
-// only, and routes them to the claims it is acquiring or holding. A claim
+// Each claim the Backend is acquiring or holding is watched on its own key,
+// for its delete only, from the revision after its creation: a claim
 // deleted by lease expiry, lease revocation or an operator reaches its
-// holder's OnLost within one watch delivery, typically milliseconds. The
-// watch costs the Backend the delete events of every client under the same
-// prefix; in exchange, holding many locks needs no goroutine or watch per
-// lock. When the watch has a gap (its first start, or compaction of the
-// revision it would resume from) the Backend reads every registered claim
-// again.
+// holder's OnLost within one watch delivery, typically milliseconds, even
+// if the delete happened before the watch reached etcd. A fair waiter
+// watches the claim just ahead of it the same way. So a release sends an
+// event to the one client waiting behind it, not to every client under the
+// prefix. All of a Backend's watches share one gRPC watch stream and two
+// goroutines, however many locks it holds; the stream is opened again when
+// it fails or its etcd member loses the leader, and every watch resumes
+// from where it was, or, if etcd compacted that revision away, is settled
+// by reading its key.
 //
 // # Leases
 //

@@ -7,7 +7,7 @@ import (
 
 // Namespaces under the Backend's prefix. Claims and stamp records live in
 // separate subtrees so that a stamp record can never be taken for a claim
-// and the loss watch covers claims only.
+// and a range over the claims never meets a stamp.
 const (
 	claimsNS = "claims/"
 	stampsNS = "stamps/"
@@ -26,7 +26,7 @@ type layout struct {
 
 func newLayout(prefix string) layout { return layout{prefix: prefix} }
 
-// claimsRoot is the range the loss watch covers.
+// claimsRoot is the subtree that holds every claim of every key.
 func (l layout) claimsRoot() string { return l.prefix + claimsNS }
 
 // dir is the queue directory of key, ending in '/'.

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 func TestNamePoolLendsBackWhatWasGiven(t *testing.T) {
@@ -110,45 +109,5 @@ func TestNamePoolConcurrentBorrowersNeverShare(t *testing.T) {
 	}
 	if dup != "" {
 		t.Fatalf("name %q was lent to two borrowers at once", dup)
-	}
-}
-
-// A watch-gap recheck that snapshotted a claim, then read its key after the
-// name was lent again, must not report the new borrower's claim lost; it
-// must still report the snapshotted claim lost if that one is registered.
-func TestRecheckWithReusedName(t *testing.T) {
-	tests := []struct {
-		name      string
-		kvs       []*mvccpb.KeyValue
-		snapToken int64 // registry's token for the key when snapshotted
-		regToken  int64 // token of the entry registered when the result is reported
-		wantLost  bool
-	}{
-		// Snapshot: X's claim at 10. Read at 25: the name's claim created
-		// at 20 by Y, which the registry now holds.
-		{"new borrower's claim is not lost", []*mvccpb.KeyValue{{CreateRevision: 20}}, 10, 20, false},
-		// Same read, but X is still registered: someone else re-created
-		// the key after deleting X's claim.
-		{"snapshotted claim replaced by another", []*mvccpb.KeyValue{{CreateRevision: 20}}, 10, 10, true},
-		{"key missing", nil, 10, 10, true},
-		{"key missing, token not yet known", nil, 0, 20, true},
-		{"claim being created", []*mvccpb.KeyValue{{CreateRevision: 20}}, 0, 20, false},
-		{"same claim", []*mvccpb.KeyValue{{CreateRevision: 10}}, 10, 10, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := newRegistry()
-			e, err := r.add("claim", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.setToken(e, tt.regToken)
-			if at, ok := recheckAbsent(tt.kvs, 25, tt.snapToken); ok {
-				r.observeAbsent("claim", at)
-			}
-			if got := isClosed(e.lost); got != tt.wantLost {
-				t.Fatalf("lost = %v, want %v", got, tt.wantLost)
-			}
-		})
 	}
 }

@@ -1,239 +1,127 @@
 package etcd
 
-import "testing"
+import (
+	"context"
+	"errors"
+	"testing"
 
-// isClosed reports whether ch is closed, without blocking.
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// waiter is an acquisition, as far as waitDeleted needs one, on a fake.
+func waiter(t *testing.T, tm *testMux) *acquisition {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	b := &Backend{ctx: ctx, reg: newRegistry(tm.mux)}
+	e, err := b.reg.add("own", nil)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return &acquisition{b: b, e: e, req: backend.AcquireRequest{Key: "k"}, claimKey: "own"}
 }
 
-// A predecessor wait relies on the loss watch only while the watch is
-// established and has dispatched nothing at or above the wait's start; it
-// wakes on exactly the deletes that satisfy it.
-func TestPredWaitRegistration(t *testing.T) {
-	tests := []struct {
-		name        string
-		established int64   // watchEstablished(this) first; -1: never
-		dispatched  []int64 // deletes of "other" dispatched before waitPred
-		progress    int64   // progress revision of that response
-		from        int64
-		wantOK      bool
-	}{
-		{"watch not established", -1, nil, 0, 10, false},
-		{"established below from", 5, nil, 0, 10, true},
-		{"established at from", 10, nil, 0, 10, false},
-		// The ring shows that none of the deletes in [from, last] was of k.
-		{"a dispatched delete at from", 5, []int64{10}, 0, 10, true},
-		{"a dispatched delete below from", 5, []int64{9}, 0, 10, true},
-		{"a progress notification at from", 5, nil, 10, 10, true},
-		{"a progress notification below from", 5, nil, 9, 10, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := newRegistry()
-			if tt.established >= 0 {
-				r.watchEstablished(tt.established)
-			}
-			var dels []deleted
-			for _, rev := range tt.dispatched {
-				dels = append(dels, deleted{key: "other", rev: rev})
-			}
-			r.observeDeletes(dels, tt.progress)
-			_, cancel, ok := r.waitPred("k", tt.from)
-			if ok != tt.wantOK {
-				t.Fatalf("waitPred ok = %v, want %v", ok, tt.wantOK)
-			}
-			if ok {
-				cancel()
-			}
-			if n := len(r.preds); n != 0 {
-				t.Fatalf("%d keys still have waits after cancel", n)
-			}
-		})
-	}
+// waitAsync runs waitDeleted in the background.
+func waitAsync(ctx context.Context, a *acquisition, key string, from int64) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- a.waitDeleted(ctx, key, from) }()
+	return ch
 }
 
-func TestPredWaitWakesOnItsDeleteOnly(t *testing.T) {
-	tests := []struct {
-		name     string
-		key      string
-		rev      int64
-		wantWake bool
-	}{
-		{"delete of the key at from", "k", 10, true},
-		{"delete of the key after from", "k", 12, true},
-		{"delete of the key before from", "k", 9, false},
-		{"delete of another key", "k2", 12, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := newRegistry()
-			r.watchEstablished(5)
-			ch, cancel, ok := r.waitPred("k", 10)
-			if !ok {
-				t.Fatal("waitPred refused on an established watch")
-			}
-			t.Cleanup(cancel)
-			r.observeDeletes([]deleted{{key: tt.key, rev: tt.rev}}, 0)
-			if got := isClosed(ch); got != tt.wantWake {
-				t.Fatalf("woken = %v, want %v", got, tt.wantWake)
-			}
-			if tt.wantWake && len(r.preds) != 0 {
-				t.Fatal("a woken wait is still registered")
-			}
-		})
-	}
+// A predecessor watch starts at etcd's current revision. When nothing was
+// written since the waiter read the claim ahead, that covers every delete
+// and no read is needed; otherwise one read closes the gap: the claim
+// ahead, deleted in the gap, ends the wait at once, and one still there
+// is waited for, with the watch resuming after the read if it must be
+// created again.
+func TestWaitDeletedClosesTheGap(t *testing.T) {
+	t.Run("NoGap", func(t *testing.T) {
+		tm := newTestMux(t)
+		read := tm.e.put("pred")
+		done := waitAsync(t.Context(), waiter(t, tm), "pred", read+1)
+		tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 1 }, "the watch")
+		tm.e.del("pred")
+		if err := recv(t, done, "wait"); err != nil {
+			t.Fatal(err)
+		}
+		if n := tm.e.readCount(); n != 0 {
+			t.Fatalf("%d reads, want none", n)
+		}
+	})
+	t.Run("DeletedInTheGap", func(t *testing.T) {
+		tm := newTestMux(t)
+		read := tm.e.put("pred")
+		tm.e.del("pred") // before the watch exists: only the read can tell
+		if err := recv(t, waitAsync(t.Context(), waiter(t, tm), "pred", read+1), "wait"); err != nil {
+			t.Fatal(err)
+		}
+		if n := tm.e.readCount(); n != 1 {
+			t.Fatalf("%d reads, want 1", n)
+		}
+	})
+	t.Run("ReCreatedInTheGap", func(t *testing.T) {
+		// Claim names are lent again once free: the predecessor's name can
+		// hold a later claim by the time the watch reaches etcd. That
+		// claim is queued behind the waiter, so taking it for the
+		// predecessor would deadlock the queue; the read must see the new
+		// create revision and end the wait.
+		tm := newTestMux(t)
+		read := tm.e.put("pred")
+		tm.e.del("pred")
+		tm.e.put("pred") // a new incarnation under the same name
+		if err := recv(t, waitAsync(t.Context(), waiter(t, tm), "pred", read+1), "wait"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("StillThereAfterTheGap", func(t *testing.T) {
+		tm := newTestMux(t)
+		read := tm.e.put("pred")
+		created := tm.e.put("other") // the gap: the watch covers from created+1
+		done := waitAsync(t.Context(), waiter(t, tm), "pred", read+1)
+		tm.e.waitFor(t, func() bool { return tm.e.reads == 1 }, "the read")
+		tm.e.put("more")
+		// Only a wait that went on after the read has its watch created
+		// again, and from where the read looked (the watch's start), not
+		// from the wait's original start.
+		tm.e.setOpenErr(errors.New("fake: down"))
+		tm.e.breakStream()
+		tm.e.setOpenErr(nil)
+		tm.e.waitFor(t, func() bool { return len(tm.e.streams) == 2 && len(tm.e.createsLocked(1)) == 1 }, "the watch again")
+		if start := tm.e.creates(1)[0].StartRevision; start != created+1 {
+			t.Fatalf("watch created again from %d, want %d", start, created+1)
+		}
+		none(t, done, "wait before the delete")
+		tm.e.del("pred")
+		if err := recv(t, done, "wait"); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
-// Waits on one key from different revisions wake independently, and a
-// cancelled wait is neither woken nor kept.
-func TestPredWaitSeveralOnOneKey(t *testing.T) {
-	r := newRegistry()
-	r.watchEstablished(5)
-	early, cancelEarly, ok1 := r.waitPred("k", 8)
-	late, cancelLate, ok2 := r.waitPred("k", 12)
-	gone, cancelGone, ok3 := r.waitPred("k", 8)
-	if !ok1 || !ok2 || !ok3 {
-		t.Fatal("waitPred refused on an established watch")
-	}
-	defer cancelEarly()
-	defer cancelLate()
-	cancelGone()
+// A wait ends with the waiter's own claim's loss, its ctx, and a refused
+// watch, each with its error.
+func TestWaitDeletedEnds(t *testing.T) {
+	tm := newTestMux(t)
+	a := waiter(t, tm)
+	tm.e.put("pred")
+	read := tm.e.put("own")
+	a.b.reg.setToken(a.e, read)
 
-	r.observeDeletes([]deleted{{key: "k", rev: 9}}, 0)
-	if !isClosed(early) || isClosed(late) || isClosed(gone) {
-		t.Fatalf("after delete at 9: early %v late %v cancelled %v; want true false false",
-			isClosed(early), isClosed(late), isClosed(gone))
-	}
-	cancelEarly() // after the wake: a no-op
-	if n := len(r.preds["k"]); n != 1 {
-		t.Fatalf("%d waits registered on k, want 1 (late)", n)
-	}
-	r.observeDeletes([]deleted{{key: "k", rev: 12}}, 0)
-	if !isClosed(late) {
-		t.Fatal("late wait not woken by the delete at its start revision")
-	}
-	if len(r.preds) != 0 {
-		t.Fatal("waits left registered after every one was woken")
-	}
-}
-
-// When the loss watch stops, every wait wakes (its waiter looks again) and
-// no new wait registers until the watch is established again.
-func TestPredWaitWatchStopped(t *testing.T) {
-	r := newRegistry()
-	r.watchEstablished(5)
-	a, cancelA, _ := r.waitPred("a", 10)
-	b, cancelB, _ := r.waitPred("b", 20)
-	defer cancelA()
-	defer cancelB()
-	r.watchStopped()
-	if !isClosed(a) || !isClosed(b) {
-		t.Fatal("a wait survived the loss watch's stop")
-	}
-	if len(r.preds) != 0 {
-		t.Fatal("waits left registered after the stop")
-	}
-	if _, _, ok := r.waitPred("a", 30); ok {
-		t.Fatal("waitPred accepted while the loss watch is down")
-	}
-	// Resumed from below what was already dispatched: last stays where it
-	// was, which only refuses more.
-	r.observeDeletes([]deleted{{key: "x", rev: 25}}, 0)
-	r.watchEstablished(21)
-	if _, _, ok := r.waitPred("a", 25); ok {
-		t.Fatal("waitPred accepted a start at or below a dispatched delete")
-	}
-	_, cancel, ok := r.waitPred("a", 26)
-	if !ok {
-		t.Fatal("waitPred refused after the watch was established again")
-	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := waitAsync(ctx, a, "pred", read+1)
 	cancel()
-}
+	if err := recv(t, done, "cancelled wait"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled wait: %v, want context.Canceled", err)
+	}
 
-// Once the loss watch has dispatched deletes at or above a wait's start,
-// the ring of recent deletes decides: a remembered delete of the key
-// satisfies the wait at once, the absence of one lets it register, and
-// anything the ring may have forgotten sends it to the fallback.
-func TestPredWaitUsesRecentDeletes(t *testing.T) {
-	t.Run("a remembered delete of the key satisfies the wait", func(t *testing.T) {
-		r := newRegistry()
-		r.watchEstablished(5)
-		r.observeDeletes([]deleted{{key: "k", rev: 10}, {key: "other", rev: 11}}, 0)
-		ch, cancel, ok := r.waitPred("k", 9)
-		if !ok || !isClosed(ch) {
-			t.Fatalf("waitPred = ok %v, closed %v; want a wait already satisfied", ok, ok && isClosed(ch))
-		}
-		cancel()
-		if _, _, ok := r.waitPred("k", 11); !ok {
-			t.Fatal("a wait starting after the remembered delete was refused")
-		}
-	})
-	t.Run("a delete older than the wait does not satisfy it", func(t *testing.T) {
-		r := newRegistry()
-		r.watchEstablished(5)
-		r.observeDeletes([]deleted{{key: "k", rev: 8}, {key: "other", rev: 11}}, 0)
-		ch, cancel, ok := r.waitPred("k", 9)
-		if !ok || isClosed(ch) {
-			t.Fatalf("waitPred = ok %v; want registered and not yet woken", ok)
-		}
-		r.observeDeletes([]deleted{{key: "k", rev: 12}}, 0)
-		if !isClosed(ch) {
-			t.Fatal("a later delete of k did not wake the registered wait")
-		}
-		cancel()
-	})
-	t.Run("a delete of an earlier claim under the same name does not satisfy the wait", func(t *testing.T) {
-		// Names are reused: the name's previous claim was deleted at 8, the
-		// name lent again and the predecessor created under it at 9. The
-		// waiter read the predecessor at 10, so it waits from 11; another
-		// delete at 12 was dispatched before it registered, so the ring is
-		// consulted.
-		r := newRegistry()
-		r.watchEstablished(5)
-		r.observeDeletes([]deleted{{key: "name", rev: 8}, {key: "other", rev: 12}}, 0)
-		ch, cancel, ok := r.waitPred("name", 11)
-		if !ok || isClosed(ch) {
-			t.Fatalf("waitPred = ok %v, closed %v; want registered and not yet woken (the predecessor is alive)",
-				ok, ok && isClosed(ch))
-		}
-		defer cancel()
-		r.observeDeletes([]deleted{{key: "name", rev: 13}}, 0)
-		if !isClosed(ch) {
-			t.Fatal("the predecessor's own delete did not wake the wait")
-		}
-	})
-	t.Run("a full ring forgets, and the wait falls back", func(t *testing.T) {
-		r := newRegistry()
-		r.watchEstablished(5)
-		var dels []deleted
-		for rev := int64(6); rev < 6+recentDeletes+1; rev++ {
-			dels = append(dels, deleted{key: "other", rev: rev})
-		}
-		r.observeDeletes(dels, 0)
-		if _, _, ok := r.waitPred("k", 6); ok {
-			t.Fatal("waitPred relied on a delete the ring has forgotten")
-		}
-		if _, _, ok := r.waitPred("k", 7); !ok {
-			t.Fatal("waitPred refused a start the ring still covers")
-		}
-	})
-	t.Run("a stopped watch forgets everything", func(t *testing.T) {
-		r := newRegistry()
-		r.watchEstablished(5)
-		r.observeDeletes([]deleted{{key: "other", rev: 8}}, 0)
-		r.watchStopped()
-		r.watchEstablished(8)
-		if _, _, ok := r.waitPred("k", 7); ok {
-			t.Fatal("waitPred relied on deletes seen before the watch stopped")
-		}
-		if _, _, ok := r.waitPred("k", 9); !ok {
-			t.Fatal("waitPred refused a start above the restarted watch's revision")
-		}
-	})
+	tm.e.refuseKey("refused", "etcdserver: permission denied")
+	if err := recv(t, waitAsync(t.Context(), a, "refused", read+1), "refused wait"); !errors.Is(err, backend.ErrUnavailable) {
+		t.Fatalf("wait on a refused watch: %v, want ErrUnavailable", err)
+	}
+
+	done = waitAsync(t.Context(), a, "pred", read+1)
+	tm.e.del("own")
+	if err := recv(t, done, "wait of a lost claim"); !errors.Is(err, backend.ErrLeaseExpired) {
+		t.Fatalf("wait of a lost claim: %v, want ErrLeaseExpired", err)
+	}
 }

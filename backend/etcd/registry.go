@@ -7,99 +7,113 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// registry maps the etcd key of every claim this Backend is acquiring or
-// holding to its entry, so that the one loss watch (see watch.go) can tell
-// the right waiter or holder that its claim is gone.
+// registry knows the claims this Backend is acquiring or holding, by etcd
+// key, and watches each one for its loss (see watch.go).
 //
-// An entry is registered before the claim is created and its token (create
-// revision) is filled in once etcd has answered. The watch only reports
-// "key absent at revision r"; whether that concerns the entry's claim is
-// decided by comparing with the token: the claim created at revision T is
-// gone if and only if the key was absent at some revision r >= T. Claim
-// names are reused (see names.go), but a name is lent to one acquisition at
-// a time and only once its previous claim is known gone, so while an entry
-// is registered no other incarnation of its key exists after T; deletes of
-// earlier incarnations, however late they arrive, are below T.
-// Keeping the highest absent revision seen makes the order in which the
-// watch event and the Acquire reply arrive irrelevant.
+// An entry is registered before its claim is created. A watch on the
+// claim's key waits for its first delete at or after T+1, where T is the
+// claim's create revision (the claim cannot be deleted at the revision
+// that created it). Acquire does not wait for etcd to confirm the watch.
+// Like every watch of the mux it is created at etcd's current revision h;
+// for a request that waits it is started before the claim is created
+// (watchEarly) and normally reaches etcd first (h < T), so it covers the
+// claim's whole life. Otherwise (h >= T: a TryAcquire, whose watch starts
+// once T is known, or an early watch that lost the race) a read of the
+// key at h tells whether the claim was deleted in between (see
+// watchcheck.go). Either way a delete that happened before the watch
+// reached etcd is reported as promptly as one after.
 //
-// It also serves predecessor waits from the same watch (see predwait.go).
+// The first delete of the key at or after T+1 is this claim's: a later
+// claim under the same name can only be created once this one is gone. So
+// that delete, or a check finding the key absent or re-created (see
+// watchcheck.go), means the claim is lost: a waiting Acquire stops waiting
+// (lost is closed) and a holder's OnLost is called. Release and a failed
+// Acquire remove the entry first and cancel the watch, so the delete they
+// make is not reported.
 type registry struct {
+	mux *mux
+
 	mu      sync.Mutex
 	entries map[string]*entry
-
-	// Predecessor waits; see predwait.go.
-	preds   map[string][]*predWait // by the etcd key waited for
-	healthy bool                   // the loss watch delivers every delete after last
-	last    int64                  // no dispatched delete is above this revision
-
-	// recent remembers the latest dispatched deletes (see predwait.go):
-	// every dispatched delete above recentFloor is in it.
-	recent      []deleted
-	recentNext  int // once full, the slot to overwrite next (the oldest)
-	recentFloor int64
 }
 
+// entry is one claim being acquired or held. It is the target of the
+// watch on its own key.
 type entry struct {
+	reg    *registry
 	key    string // etcd key of the claim
 	onLost backend.LossListener
+	lost   chan struct{} // closed when the claim is known to be gone
 
 	// Guarded by registry.mu.
-	token    int64 // create revision; 0 until known
-	absentAt int64 // highest revision at which the key was seen absent
-	holding  bool  // Acquire has handed the claim out
-	isLost   bool
-	lost     chan struct{} // closed when isLost becomes true
+	token   int64 // create revision; 0 until known
+	watch   *keyWatch
+	holding bool // Acquire has handed the claim out
+	ended   bool // removed: nothing more is reported
+	isLost  bool
 }
 
-func newRegistry() *registry {
-	return &registry{entries: make(map[string]*entry), preds: make(map[string][]*predWait)}
+func newRegistry(m *mux) *registry {
+	return &registry{mux: m, entries: make(map[string]*entry)}
 }
 
 // add registers the claim key for one Acquire. A key already registered
-// would mean two concurrent Acquires were lent the same name, which the
-// name pool rules out; it is reported rather than silently shared.
+// would mean two concurrent Acquires share a claim name, which the caller
+// must rule out; it is reported rather than silently shared.
 func (r *registry) add(key string, onLost backend.LossListener) (*entry, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, dup := r.entries[key]; dup {
 		return nil, fmt.Errorf("etcd: claim %q is already being acquired or held by this Backend", key)
 	}
-	e := &entry{key: key, onLost: onLost, lost: make(chan struct{})}
+	e := &entry{reg: r, key: key, onLost: onLost, lost: make(chan struct{})}
 	r.entries[key] = e
 	return e, nil
 }
 
-// remove forgets e. Nothing is reported for it afterwards.
-func (r *registry) remove(e *entry) {
+// watchEarly starts the watch on e's claim before the claim is created
+// (see mux.setFrom): sent ahead of the Txn that creates the claim, it
+// normally reaches etcd first, so that it covers the claim's whole life
+// without a read. Acquire calls it for requests that wait, whose claim is
+// nearly always created; a TryAcquire on a held key would only pay a
+// create and a cancel for nothing.
+func (r *registry) watchEarly(e *entry) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.entries[e.key] == e {
-		delete(r.entries, e.key)
+	if e.watch != nil || e.ended {
+		r.mu.Unlock()
+		return
 	}
+	w := &keyWatch{key: e.key, now: true, target: e}
+	e.watch = w
+	r.mu.Unlock()
+	r.mux.start(w)
 }
 
-// removeClaim forgets the entry of key if it is the claim with token that
-// Acquire handed out, so a Release stops OnLost for exactly that claim. It
-// reports whether it did: at most one call does per claim, and none once
-// the claim's loss was seen.
-func (r *registry) removeClaim(key string, token int64) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if e := r.entries[key]; e != nil && e.holding && e.token == token {
-		delete(r.entries, key)
-		return true
-	}
-	return false
-}
-
-// setToken records the claim's create revision. It reports false if the
-// claim is already known to be gone.
+// setToken records the claim's create revision and has its watch look
+// for the claim's delete from the next revision on, starting the watch if
+// watchEarly did not. It reports false if the claim is already known to be
+// gone. Called at most once per entry.
 func (r *registry) setToken(e *entry, token int64) bool {
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	if e.isLost {
+		r.mu.Unlock()
+		return false
+	}
 	e.token = token
-	r.evaluate(e)
+	w, early := e.watch, e.watch != nil
+	if !early && !e.ended {
+		w = &keyWatch{key: e.key, from: token + 1, now: true, target: e}
+		e.watch = w
+	}
+	r.mu.Unlock()
+	switch {
+	case early:
+		r.mux.setFrom(w, token+1)
+	case w != nil:
+		r.mux.start(w)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	return !e.isLost
 }
 
@@ -116,84 +130,75 @@ func (r *registry) promote(e *entry) bool {
 	return true
 }
 
-// observeAbsent records that key did not exist at revision rev and returns
-// the OnLost callbacks that became due. The caller runs them without
-// holding any lock: a callback may call back into the Backend.
-func (r *registry) observeAbsent(key string, rev int64) func() {
+// remove forgets e and cancels its watch. Nothing is reported for it
+// afterwards.
+func (r *registry) remove(e *entry) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.observeAbsentLocked(key, rev)
-}
-
-// deleted is one delete delivered by the loss watch.
-type deleted struct {
-	key string
-	rev int64 // the revision of the delete
-}
-
-// observeDeletes dispatches the deletes of one loss-watch response, in
-// revision order, to the claims and the predecessor waits they concern,
-// then raises last to the highest of their revisions and progress (the
-// revision up to which a progress notification says every delete was
-// delivered; 0 if none). It returns the OnLost callbacks that became due,
-// for the caller to run without holding any lock.
-//
-// All of it happens under one hold of r.mu: a waitPred that ran between the
-// dispatch of a delete and the raise of last would see last below that
-// delete's revision and register a wait for a delete already gone by.
-func (r *registry) observeDeletes(dels []deleted, progress int64) []func() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var due []func()
-	last := progress
-	for _, d := range dels {
-		r.rememberLocked(d)
-		r.wakePredsLocked(d.key, d.rev)
-		if fn := r.observeAbsentLocked(d.key, d.rev); fn != nil {
-			due = append(due, fn)
-		}
-		last = max(last, d.rev)
+	w := r.removeLocked(e)
+	r.mu.Unlock()
+	if w != nil {
+		r.mux.stop(w)
 	}
-	r.last = max(r.last, last)
-	return due
 }
 
-// observeAbsentLocked is observeAbsent with r.mu held.
-func (r *registry) observeAbsentLocked(key string, rev int64) func() {
+// removeClaim forgets the entry of key if it is the claim with token that
+// Acquire handed out, so a Release stops OnLost for exactly that claim. It
+// reports whether it did: at most one call does per claim, and none once
+// the claim's loss was seen.
+func (r *registry) removeClaim(key string, token int64) bool {
+	r.mu.Lock()
 	e := r.entries[key]
-	if e == nil || rev <= e.absentAt {
-		return nil
+	if e == nil || !e.holding || e.token != token {
+		r.mu.Unlock()
+		return false
 	}
-	e.absentAt = rev
-	return r.evaluate(e)
+	w := r.removeLocked(e)
+	r.mu.Unlock()
+	if w != nil {
+		r.mux.stop(w)
+	}
+	return true
 }
 
-// evaluate decides whether e's claim is gone and, the first time it is,
-// wakes its waiter and returns the OnLost call for a holder.
-// Called with r.mu held.
-func (r *registry) evaluate(e *entry) func() {
-	if e.isLost || e.token == 0 || e.absentAt < e.token {
-		return nil
+// removeLocked ends e and returns its watch, for the caller to stop once
+// r.mu is released (stop may send). Called with r.mu held.
+func (r *registry) removeLocked(e *entry) *keyWatch {
+	if r.entries[e.key] == e {
+		delete(r.entries, e.key)
+	}
+	e.ended = true
+	return e.watch
+}
+
+// keyDeleted implements watchTarget: the claim is gone.
+func (e *entry) keyDeleted(rev int64) {
+	r := e.reg
+	r.mu.Lock()
+	if e.ended || e.isLost {
+		r.mu.Unlock()
+		return
 	}
 	e.isLost = true
 	close(e.lost)
-	delete(r.entries, e.key)
-	if !e.holding || e.onLost == nil {
-		return nil
+	if r.entries[e.key] == e {
+		delete(r.entries, e.key)
 	}
-	cause := fmt.Errorf("%w: claim %s no longer exists in etcd (seen at revision %d)",
-		backend.ErrLeaseExpired, e.key, e.absentAt)
 	onLost := e.onLost
-	return func() { onLost.ClaimLost(cause) }
+	if !e.holding {
+		onLost = nil
+	}
+	r.mu.Unlock()
+	if onLost != nil {
+		onLost.ClaimLost(fmt.Errorf("%w: claim %s no longer exists in etcd (gone at revision %d)",
+			backend.ErrLeaseExpired, e.key, rev))
+	}
 }
 
-// snapshot lists the registered keys and their tokens (0 if not known yet).
-func (r *registry) snapshot() map[string]int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make(map[string]int64, len(r.entries))
-	for k, e := range r.entries {
-		out[k] = e.token
-	}
-	return out
-}
+// watchCreated implements watchTarget; the entry has nothing to do.
+func (e *entry) watchCreated(int64) {}
+
+// watchFailed implements watchTarget. A claim whose watch etcd refuses is
+// left unwatched: its loss is then seen by the lease's renewals (a lost
+// lease) or, for a waiter, by the Txn that checks its claim after each
+// wake; an operator's delete of a held claim goes unseen.
+func (e *entry) watchFailed(error) {}

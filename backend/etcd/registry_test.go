@@ -2,106 +2,310 @@ package etcd
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// The registry decides "lost" from two facts that arrive in any order:
-// the claim's create revision (token) and revisions at which its key was
-// seen absent. A claim is lost iff the key was absent at some revision >=
-// its token.
-func TestRegistryLossDecision(t *testing.T) {
-	type step struct {
-		op  string // "token", "absent", "promote"
-		rev int64
-	}
-	tests := []struct {
-		name       string
-		steps      []step
-		wantLost   bool
-		wantOnLost int
-	}{
-		{"absent before creation is an older incarnation", []step{{"absent", 5}, {"token", 10}, {"promote", 0}}, false, 0},
-		{"absent after creation, seen before the token", []step{{"absent", 12}, {"token", 10}}, true, 0},
-		{"absent after creation, seen after the token", []step{{"token", 10}, {"absent", 12}}, true, 0},
-		{"holder loses its claim", []step{{"token", 10}, {"promote", 0}, {"absent", 11}}, true, 1},
-		{"repeated absence reports once", []step{{"token", 10}, {"promote", 0}, {"absent", 11}, {"absent", 13}}, true, 1},
-		{"recheck at the token's own revision", []step{{"absent", 10}, {"token", 10}}, true, 0},
-		{"nothing happens", []step{{"token", 10}, {"promote", 0}}, false, 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := newRegistry()
-			calls := 0
-			var cause error
-			e, err := r.add("k", backend.LossFunc(func(c error) { calls++; cause = c }))
+// lossRecorder counts OnLost calls.
+type lossRecorder chan error
+
+func (l lossRecorder) ClaimLost(cause error) { l <- cause }
+
+// A claim's watch starts right after its creation; a delete reports the
+// loss to a holder once, and to a claim not yet handed out only by closing
+// lost (Acquire then fails instead of returning it).
+func TestRegistryReportsLoss(t *testing.T) {
+	for _, promoted := range []bool{true, false} {
+		name := "Holder"
+		if !promoted {
+			name = "NotYetHandedOut"
+		}
+		t.Run(name, func(t *testing.T) {
+			tm := newTestMux(t)
+			r := newRegistry(tm.mux)
+			lost := make(lossRecorder, 2)
+			e, err := r.add("claim", lost)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, s := range tt.steps {
-				switch s.op {
-				case "token":
-					r.setToken(e, s.rev)
-				case "absent":
-					if fn := r.observeAbsent("k", s.rev); fn != nil {
-						fn()
-					}
-				case "promote":
-					r.promote(e)
+			token := tm.e.put("claim")
+			if !r.setToken(e, token) {
+				t.Fatal("setToken reported a loss")
+			}
+			if promoted && !r.promote(e) {
+				t.Fatal("promote failed")
+			}
+			tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 1 }, "the claim's watch")
+			tm.e.del("claim")
+			recv(t, e.lost, "lost closed")
+			if promoted {
+				if cause := recv(t, lost, "OnLost"); !errors.Is(cause, backend.ErrLeaseExpired) {
+					t.Fatalf("OnLost cause %v, want ErrLeaseExpired", cause)
 				}
+			} else if r.promote(e) {
+				t.Fatal("promote succeeded for a lost claim")
 			}
-			lost := false
-			select {
-			case <-e.lost:
-				lost = true
-			default:
-			}
-			if lost != tt.wantLost || calls != tt.wantOnLost {
-				t.Fatalf("lost=%v OnLost calls=%d; want lost=%v calls=%d", lost, calls, tt.wantLost, tt.wantOnLost)
-			}
-			if calls > 0 && !errors.Is(cause, backend.ErrLeaseExpired) {
-				t.Fatalf("OnLost cause %v does not wrap ErrLeaseExpired", cause)
+			none(t, lost, "a second OnLost, or one for a claim not handed out")
+			// The name is free for another acquisition once the loss is known.
+			if _, err := r.add("claim", nil); err != nil {
+				t.Fatalf("add after the loss: %v", err)
 			}
 		})
 	}
 }
 
-func TestRegistryPromoteFailsOnceLost(t *testing.T) {
-	r := newRegistry()
-	e, _ := r.add("k", backend.LossFunc(func(error) { t.Error("OnLost called for a claim never handed out") }))
-	if !r.setToken(e, 10) {
-		t.Fatal("setToken reported a loss")
+// A released claim is not reported when it goes, and only the release
+// of its own token unregisters it.
+func TestRegistryReleasedClaimIsSilent(t *testing.T) {
+	tm := newTestMux(t)
+	r := newRegistry(tm.mux)
+	lost := make(lossRecorder, 1)
+	e, _ := r.add("claim", lost)
+	token := tm.e.put("claim")
+	r.setToken(e, token)
+	r.promote(e)
+	tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 1 }, "the claim's watch")
+	if r.removeClaim("claim", token-1) {
+		t.Fatal("removeClaim with another token removed the claim")
 	}
-	if fn := r.observeAbsent("k", 11); fn != nil {
-		fn()
+	if _, err := r.add("claim", nil); err == nil {
+		t.Fatal("a second concurrent add of the same key succeeded")
 	}
-	if r.promote(e) {
-		t.Fatal("promote succeeded for a lost claim")
+	if !r.removeClaim("claim", token) {
+		t.Fatal("removeClaim of the claim's own token did nothing")
 	}
-	// The key is free for a retry with the same ID once the loss is known.
-	if _, err := r.add("k", nil); err != nil {
-		t.Fatalf("re-adding the key after its loss: %v", err)
+	if r.removeClaim("claim", token) {
+		t.Fatal("a second removeClaim reported success")
+	}
+	tm.e.del("claim")
+	// A barrier on the same stream: once its delete is seen, the claim's
+	// would have been.
+	rev := tm.e.put("barrier")
+	_, br := startWatch(t, tm, "barrier", rev+1)
+	tm.e.del("barrier")
+	recv(t, br.deleted, "barrier")
+	none(t, lost, "OnLost after release")
+	if _, err := r.add("claim", nil); err != nil {
+		t.Fatalf("add after release: %v", err)
 	}
 }
 
-func TestRegistryReleasedClaimIsSilent(t *testing.T) {
-	r := newRegistry()
-	e, _ := r.add("k", backend.LossFunc(func(error) { t.Error("OnLost called after release") }))
-	r.setToken(e, 10)
-	r.promote(e)
-	r.removeClaim("k", 9) // another token: not ours to remove
-	if len(r.snapshot()) != 1 {
-		t.Fatal("removeClaim with a different token removed the entry")
+// A claim deleted after its creation but before its watch reaches etcd is
+// reported too, by the read that closes the watch's gap; one untouched in
+// the gap is not, and its later delete is.
+func TestRegistryLossBeforeTheWatch(t *testing.T) {
+	for _, lagging := range []bool{false, true} {
+		name := "ReadAtTheWatchRevision"
+		if lagging {
+			name = "MemberBehindReadsThePresent"
+		}
+		t.Run(name, func(t *testing.T) {
+			tm := newTestMux(t)
+			tm.e.setLagging(lagging)
+			r := newRegistry(tm.mux)
+			gone, kept := make(lossRecorder, 1), make(lossRecorder, 1)
+			eg, _ := r.add("gone", gone)
+			ek, _ := r.add("kept", kept)
+			tg := tm.e.put("gone")
+			tk := tm.e.put("kept")
+			tm.e.del("gone") // before either watch exists
+			// The loss may be found before the claim is handed out (then
+			// Acquire fails) or after (then OnLost is called).
+			if r.setToken(eg, tg) && r.promote(eg) {
+				if cause := recv(t, gone, "OnLost of the claim deleted in the gap"); !errors.Is(cause, backend.ErrLeaseExpired) {
+					t.Fatalf("OnLost cause %v, want ErrLeaseExpired", cause)
+				}
+			} else {
+				recv(t, eg.lost, "lost, for the claim deleted in the gap")
+			}
+			if !r.setToken(ek, tk) || !r.promote(ek) {
+				t.Fatal("the claim still there counted as lost")
+			}
+			// An OnLost for kept before its delete would name an earlier
+			// revision, and would be the only one.
+			del := tm.e.del("kept")
+			cause := recv(t, kept, "OnLost after the later delete")
+			if want := fmt.Sprintf("revision %d", del); !strings.Contains(cause.Error(), want) {
+				t.Fatalf("OnLost of kept: %v; want it to be the delete at %s", cause, want)
+			}
+			for _, cr := range tm.e.creates(0) {
+				if cr.StartRevision != 0 {
+					t.Fatalf("create %+v: want it at etcd's current revision (0)", cr)
+				}
+			}
+		})
 	}
-	r.removeClaim("k", 10)
-	if fn := r.observeAbsent("k", 11); fn != nil {
-		fn()
+}
+
+// barrier returns once every response etcd sent on the current stream
+// before it has been dispatched: it watches a key of its own and deletes
+// it, and responses on one stream arrive in order.
+func barrier(t *testing.T, tm *testMux) {
+	t.Helper()
+	key := fmt.Sprint("barrier-", tm.e.put("barrier-seq"))
+	rev := tm.e.put(key)
+	_, r := startWatch(t, tm, key, rev+1)
+	tm.e.del(key)
+	recv(t, r.deleted, "barrier")
+}
+
+// A waiting Acquire's watch starts before its claim exists, so that it
+// normally covers the claim's whole life without a read; until the claim's
+// create revision is known, the deletes it sees are only remembered.
+func TestRegistryEarlyWatch(t *testing.T) {
+	type setup struct {
+		tm    *testMux
+		r     *registry
+		e     *entry
+		lost  lossRecorder
+		token int64
 	}
-	if _, err := r.add("k", nil); err != nil {
-		t.Fatalf("add after release: %v", err)
+	early := func(t *testing.T) *setup {
+		tm := newTestMux(t)
+		r := newRegistry(tm.mux)
+		lost := make(lossRecorder, 2)
+		e, err := r.add("claim", lost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.watchEarly(e)
+		return &setup{tm: tm, r: r, e: e, lost: lost}
 	}
-	if _, err := r.add("k", nil); err == nil {
-		t.Fatal("a second concurrent add of the same key succeeded")
+	// create makes the claim, tells the registry and hands it out; it
+	// reports whether the claim was still there as far as it knew.
+	create := func(x *setup) bool {
+		x.token = x.tm.e.put("claim")
+		return x.r.setToken(x.e, x.token) && x.r.promote(x.e)
 	}
+	// wantHeld checks that the claim is not reported lost until it is
+	// deleted, and is then.
+	wantHeld := func(t *testing.T, x *setup) {
+		t.Helper()
+		barrier(t, x.tm)
+		none(t, x.lost, "OnLost while the claim is there")
+		del := x.tm.e.del("claim")
+		cause := recv(t, x.lost, "OnLost after the delete")
+		if want := fmt.Sprintf("revision %d", del); !strings.Contains(cause.Error(), want) {
+			t.Fatalf("OnLost: %v; want it to name the delete at %s", cause, want)
+		}
+	}
+
+	t.Run("EarlierIncarnationDeleted", func(t *testing.T) {
+		x := early(t)
+		x.tm.e.put("claim") // a name's earlier claim, deleted after our watch started
+		barrier(t, x.tm)
+		x.tm.e.del("claim")
+		barrier(t, x.tm)
+		if !create(x) {
+			t.Fatal("the claim counted as lost by the delete of an earlier one")
+		}
+		wantHeld(t, x)
+	})
+	t.Run("DeletedBeforeTheTokenIsKnown", func(t *testing.T) {
+		x := early(t)
+		barrier(t, x.tm)
+		token := x.tm.e.put("claim")
+		x.tm.e.del("claim")
+		barrier(t, x.tm)
+		if x.r.setToken(x.e, token) {
+			t.Fatal("setToken of a claim already seen deleted reported it there")
+		}
+		recv(t, x.e.lost, "lost")
+		if x.r.promote(x.e) {
+			t.Fatal("promote succeeded")
+		}
+	})
+	t.Run("CoversTheClaimWithoutARead", func(t *testing.T) {
+		x := early(t)
+		barrier(t, x.tm)
+		reads := x.tm.e.readCount()
+		if !create(x) {
+			t.Fatal("claim lost")
+		}
+		wantHeld(t, x)
+		if n := x.tm.e.readCount(); n != reads {
+			t.Fatalf("%d reads for a watch that was there before its claim, want none", n-reads)
+		}
+	})
+	for _, ackFirst := range []bool{true, false} {
+		name := "TokenKnownFirst"
+		if ackFirst {
+			name = "WatchConfirmedFirst"
+		}
+		t.Run("LostTheRace/"+name, func(t *testing.T) {
+			tm := newTestMux(t)
+			r := newRegistry(tm.mux)
+			barrier(t, tm) // the stream is up
+			for _, gone := range []bool{false, true} {
+				key := fmt.Sprint("claim-", gone)
+				lost := make(lossRecorder, 2)
+				e, _ := r.add(key, lost)
+				token := tm.e.put(key) // created before the watch reaches etcd
+				if gone {
+					tm.e.del(key)
+				} else {
+					tm.e.put("other")
+				}
+				if !ackFirst {
+					tm.e.hold()
+				}
+				r.watchEarly(e)
+				if ackFirst {
+					barrier(t, tm)
+				}
+				r.setToken(e, token)
+				r.promote(e)
+				tm.e.release()
+				if gone {
+					recv(t, e.lost, "lost, by the read of the gap")
+					continue
+				}
+				barrier(t, tm)
+				none(t, lost, "OnLost of a claim still there")
+				tm.e.del(key)
+				recv(t, lost, "OnLost after the delete")
+			}
+		})
+	}
+	t.Run("StreamBrokenBeforeTheToken", func(t *testing.T) {
+		for _, compacted := range []bool{false, true} {
+			x := early(t)
+			barrier(t, x.tm)
+			x.tm.e.setOpenErr(errors.New("fake: down"))
+			x.tm.e.breakStream()
+			x.token = x.tm.e.put("claim")
+			if compacted {
+				x.tm.e.compactNow()
+			}
+			x.tm.e.setOpenErr(nil)
+			x.tm.e.waitFor(t, func() bool { return len(x.tm.e.streams) == 2 }, "the stream again")
+			// Created again where the first stream had confirmed it; if
+			// that was compacted away, then at etcd's current revision.
+			want := 1
+			if compacted {
+				want = 2
+			}
+			var starts []int64
+			x.tm.e.waitFor(t, func() bool {
+				starts = starts[:0]
+				for _, cr := range x.tm.e.createsLocked(1) {
+					if string(cr.Key) == "claim" {
+						starts = append(starts, cr.StartRevision)
+					}
+				}
+				return len(starts) >= want
+			}, "the claim's watch on the new stream")
+			if len(starts) != want || starts[0] == 0 || (compacted && starts[1] != 0) {
+				t.Fatalf("compacted=%v: re-created with start revisions %v", compacted, starts)
+			}
+			barrier(t, x.tm)
+			if !x.r.setToken(x.e, x.token) || !x.r.promote(x.e) {
+				t.Fatal("claim lost")
+			}
+			wantHeld(t, x)
+		}
+	})
 }

@@ -2,217 +2,413 @@ package etcd
 
 import (
 	"context"
-	"time"
+	"sync"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 )
 
-// The loss watch.
+// Watches of single claims, multiplexed on one stream.
 //
-// A held claim can vanish without Release: its lease expires or is revoked
-// (etcd deletes every key bound to it), or an operator deletes it. The
-// holder must learn that promptly (guarantee 4), but a goroutine and a watch
-// per held claim would make 10,000 held locks expensive. Instead each
-// Backend runs ONE watch over its whole claims namespace that delivers
-// deletes only (WithFilterPut), and hands each delete to the registry,
-// which knows the handful of keys that belong to this Backend.
+// A Backend watches two kinds of claim keys: its own claims, to learn that
+// one vanished without Release (its lease ended or was revoked, an operator
+// deleted it; guarantee 4), and the claim just ahead of each of its fair
+// waiters, to wake that waiter when the claim goes. Each of those is a
+// watch on one key that delivers deletes only, so a release wakes only the
+// clients that care about that claim: the server sends one event per
+// handoff, not one per client.
 //
-// The trade-off: the watch carries every delete under the prefix,
-// including those of other clients' claims, and the registry drops the ones
-// it does not own. A delete is one small event per released claim, far
-// cheaper than a watch per claim, but a client sharing its prefix with a
-// very busy one pays for the other's traffic.
+// clientv3's Watcher is not used for them: it starts a goroutine for every
+// Watch call, and holding 10,000 locks must stay cheap. Instead each
+// Backend keeps one gRPC watch stream (the mux) and creates every watch on
+// it, with an ID the client picks (WatchCreateRequest.watch_id, etcd 3.4
+// and later). One receive goroutine dispatches responses by that ID, so a
+// create never waits for its answer, and a cancel can follow a create at
+// once, before etcd has confirmed it (etcd handles a stream's requests in
+// order). Matching creates to their answers in order would have worked as
+// well, and is still done for one case: etcd answers a create it refuses
+// with watch ID -1 whatever ID was asked for, so the mux also keeps the
+// IDs of unanswered creates in send order and pairs each "created" answer
+// with the oldest.
 //
-// Gaps. A watch that is resumed from the revision after the last one it
-// delivered misses nothing. Two situations open a gap:
-//   - the first watch, and any watch started after the resume revision was
-//     compacted, begins at "now", after claims were possibly registered;
-//   - compaction itself cancels a lagging watch.
-// In both cases, once the new watch is confirmed (its created notification
-// carries the revision it starts after), the watcher reads every registered
-// claim key and reports the ones that are absent. An entry registered after
-// that read belongs to an Acquire that had not yet created its claim, so
-// the claim and its delete both come after the watch's start and reach it.
+// Sends are serialized: requests are queued on the stream and sent by one
+// flusher at a time, which is whichever caller queued a request while no
+// one was sending (so an Acquire's create and a Release's cancel leave at
+// once, and a Release's cancel leaves before its delete Txn). The receive
+// goroutine never sends: a Send can block on flow control, and the server
+// stops reading when the client stops reading, so a receiver blocked in
+// Send could deadlock the stream. The requests the receiver queues (the
+// cancel of a watch that fired) are sent by the mux's run goroutine, which
+// also opens the stream and opens it again when it fails. With the
+// receiver that makes two goroutines per Backend, whatever the number of
+// watches, plus one that exists only while reads are pending
+// (watchcheck.go).
+//
+// Every watch has a resume revision, from: the delete it waits for is at a
+// revision >= from, so a watch created again from `from` misses nothing.
+// A single-key delete watch never needs to move that revision forward
+// (its first delete ends it), except after a read that found the key
+// still there (then from becomes the read's revision + 1). A watch is
+// first created at etcd's current revision rather than at from, because
+// etcd serves a watch that starts in the past on a 100ms timer; a read of
+// the key settles the deletes in between (watchcheck.go). The stream is
+// opened again, with backoff, when it fails, when etcd's member loses its
+// leader (the stream carries clientv3.WithRequireLeader, so a member cut
+// off from the cluster closes it instead of going silent) and when etcd
+// refuses a create for an expired auth token; every live watch is then
+// created again from its resume revision. A watch whose resume revision
+// has been compacted away is settled by a read of the key instead: gone if
+// the key is absent or is another incarnation, else watched again from the
+// read's revision + 1.
 
-// watchBatch is how many claim keys one recheck Txn reads; etcd's default
-// limit on operations per Txn is 128.
-const watchBatch = 100
+// watchTarget is told what becomes of a watch. The mux calls it without
+// holding its lock, from the receive goroutine or a check goroutine, so
+// it must not block and must not wait for the mux; it may call stop.
+type watchTarget interface {
+	// watchCreated reports that etcd accepted a creation of the watch
+	// and delivers, from then on, every delete of the key at a revision >=
+	// from - unless it then finds from compacted, in which case the mux
+	// checks the key and the target hears keyDeleted or watchCreated
+	// again. It may come more than once (each time the watch is created
+	// again) and never after keyDeleted or watchFailed.
+	watchCreated(from int64)
+	// keyDeleted reports that the watched incarnation of the key is gone:
+	// deleted at revision rev, or found absent or replaced at rev. It is
+	// the last call the target receives.
+	keyDeleted(rev int64)
+	// watchFailed reports that the watch cannot be served: etcd refused
+	// it, or the etcd client was closed. It is the last call.
+	watchFailed(err error)
+}
 
-// Backoff between watch restarts after an error.
+// keyWatch is one watch for the delete of one incarnation of a key: the
+// incarnation that exists at revision from-1.
+type keyWatch struct {
+	key    string
+	target watchTarget
+
+	// Guarded by mux.mu.
+	from  int64 // resume revision: the delete sought is at >= from; 0: not known yet
+	now   bool  // the next create starts at etcd's current revision (see watchcheck.go)
+	state watchState
+	s     *wstream // the stream it is created on; nil if none
+	id    int64    // its ID on s
+
+	// While from is not known (a watch started before its key's
+	// incarnation exists, see setFrom): the revision from which the
+	// watch, as created on s, delivers every delete (0: not confirmed
+	// yet), and the highest delete it delivered.
+	covered int64
+	maxDel  int64
+}
+
+type watchState uint8
+
 const (
-	minWatchBackoff = 50 * time.Millisecond
-	maxWatchBackoff = 2 * time.Second
+	watchLive     watchState = iota // wanted: created on the current stream, or to be
+	watchChecking                   // its resume revision was compacted: a Get is pending
+	watchDone                       // stopped or finished; nothing more happens to it
 )
 
-// watchLoop runs the loss watch until ctx ends. It runs in its own
-// goroutine for the Backend's lifetime.
-func (b *Backend) watchLoop(ctx context.Context) {
-	var last int64 // every delete at revision <= last has been delivered; 0: unknown
-	backoff := minWatchBackoff
-	for ctx.Err() == nil {
-		var healthy bool
-		last, healthy = b.watchOnce(ctx, last)
-		if healthy {
-			backoff = minWatchBackoff
-		}
-		if b.cli.Ctx().Err() != nil {
-			return // the caller closed the client; nothing more to watch
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, maxWatchBackoff)
+// watchStream is the part of a gRPC watch stream the mux uses.
+type watchStream interface {
+	Send(*pb.WatchRequest) error
+	Recv() (*pb.WatchResponse, error)
+}
+
+// wstream is one opened watch stream and the mux's state on it. All fields
+// but st and cancel are guarded by mux.mu.
+type wstream struct {
+	st     watchStream
+	cancel context.CancelFunc
+	done   chan struct{} // closed by the receiver once it has stopped
+
+	byID     map[int64]*keyWatch
+	creates  []pendingCreate // creates not yet answered, in send order
+	out      []*pb.WatchRequest
+	flushing bool // a flusher is sending out; others leave their requests to it
+	broken   bool // a Send or Recv failed: queue nothing more
+	heard    bool // at least one response arrived (for the backoff)
+}
+
+// pendingCreate is a create request that etcd has not answered yet.
+type pendingCreate struct {
+	id    int64
+	start int64 // its StartRevision; 0: etcd's current revision
+}
+
+// mux multiplexes a Backend's single-key watches on one gRPC watch stream.
+// Safe for concurrent use.
+type mux struct {
+	open  func(ctx context.Context) (watchStream, error)
+	kv    clientv3.KV     // for the checks of compacted watches and of predecessor waits
+	ctx   context.Context // the Backend's lifetime
+	gone  func() bool     // reports whether the etcd client was closed
+	spawn func(func()) bool
+
+	kick chan struct{} // cap 1: the run goroutine should flush the current stream
+
+	mu        sync.Mutex
+	live      map[*keyWatch]struct{} // every watch not done
+	cur       *wstream               // the stream in use; nil while (re)opening
+	running   bool                   // the run goroutine was started
+	down      error                  // set once the mux has stopped for good
+	nextID    int64
+	gaps      []gapCheck  // see watchcheck.go
+	compacted []*keyWatch // watches in watchChecking, in the order they got there
+	checking  bool        // a check goroutine runs
+}
+
+// noPut makes etcd deliver deletes only. Read-only.
+var noPut = []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NOPUT}
+
+func newMux(ctx context.Context, cli *clientv3.Client, spawn func(func()) bool) *mux {
+	wc := pb.NewWatchClient(cli.ActiveConnection())
+	// The connection's interceptors add the auth token, and clientv3's
+	// stream interceptor fetches a fresh one for every new stream.
+	// WaitForReady: while etcd is unreachable, opening waits for gRPC to
+	// reconnect instead of failing at once.
+	open := func(ctx context.Context) (watchStream, error) { return wc.Watch(ctx, grpc.WaitForReady(true)) }
+	gone := func() bool { return cli.Ctx().Err() != nil }
+	return newMuxWith(ctx, open, cli, gone, spawn)
+}
+
+// newMuxWith is newMux with its parts given: open opens a watch stream,
+// kv serves the checks of compacted watches, gone reports that the etcd
+// client was closed.
+func newMuxWith(ctx context.Context, open func(context.Context) (watchStream, error), kv clientv3.KV,
+	gone func() bool, spawn func(func()) bool) *mux {
+	return &mux{
+		open:  open,
+		kv:    kv,
+		ctx:   ctx,
+		gone:  gone,
+		spawn: spawn,
+		kick:  make(chan struct{}, 1),
+		live:  make(map[*keyWatch]struct{}),
 	}
 }
 
-// watchOnce runs one watch from last+1 (or from now when last is 0) until
-// it fails. It returns the new resume point (0 after a compaction) and
-// whether the watch was established at all.
-func (b *Backend) watchOnce(ctx context.Context, last int64) (int64, bool) {
-	// WithRequireLeader: a member cut off from the cluster would otherwise
-	// keep the watch open and silently deliver nothing.
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	fresh := last == 0
-	opts := []clientv3.OpOption{
-		clientv3.WithPrefix(),
-		clientv3.WithFilterPut(),
-		clientv3.WithCreatedNotify(),
-		clientv3.WithProgressNotify(),
+// start begins watching w.key for the delete of the incarnation that
+// exists at revision w.from-1 (w.from 0: told later, see setFrom) and
+// reports to w.target. It does not wait for etcd: the create is sent at
+// once if the stream is up, else as soon as it is. If the mux has stopped
+// for good, the target's watchFailed is called before start returns. A
+// keyWatch is started at most once.
+func (m *mux) start(w *keyWatch) {
+	m.mu.Lock()
+	if m.down != nil {
+		err := m.down
+		w.state = watchDone
+		m.mu.Unlock()
+		w.target.watchFailed(err)
+		return
 	}
-	if !fresh {
-		opts = append(opts, clientv3.WithRev(last+1))
+	w.state = watchLive
+	m.live[w] = struct{}{}
+	if !m.running {
+		m.running = m.spawn(m.run)
 	}
-	established := false
-	// However the watch ends, deletes after last may now go unseen until
-	// a new one is established: wake every predecessor wait so that its
-	// waiter looks again (see predwait.go).
-	defer b.reg.watchStopped()
-	for wr := range b.cli.Watch(wctx, b.layout.claimsRoot(), opts...) {
-		if wr.CompactRevision != 0 {
-			// Deletes between last and the compaction point are lost
-			// for good: start afresh and recheck every claim.
-			return 0, established
-		}
-		if wr.Canceled {
-			return last, established
-		}
-		if wr.Created {
-			established = true
-			if fresh {
-				last = wr.Header.GetRevision()
-				if !b.recheck(ctx) {
-					return 0, established
-				}
-			}
-			// From here on every delete after last reaches this loop,
-			// so predecessor waits may rely on it. A fresh watch is
-			// marked so only after its recheck: nothing is dispatched
-			// before, and a wait meanwhile is better off watching by
-			// itself than stalling behind a recheck that may retry.
-			b.reg.watchEstablished(last)
-			continue
-		}
-		dels := make([]deleted, 0, len(wr.Events))
-		for _, ev := range wr.Events {
-			if ev.Type == mvccpb.DELETE {
-				dels = append(dels, deleted{key: string(ev.Kv.Key), rev: ev.Kv.ModRevision})
-				last = max(last, ev.Kv.ModRevision)
-			}
-		}
-		// Only a progress notification's header revision says that every
-		// delete up to it was delivered; an event response's header may
-		// be ahead of its events (etcd sends a catching-up watcher its
-		// events in batches, each with the store's current revision).
-		var progress int64
-		if wr.IsProgressNotify() {
-			progress = wr.Header.GetRevision()
-			last = max(last, progress)
-		}
-		for _, fn := range b.reg.observeDeletes(dels, progress) {
-			fn()
-		}
+	s := m.cur
+	if s != nil {
+		m.createLocked(s, w)
 	}
-	return last, established
-}
-
-// recheck reads every registered claim key and reports the absent ones to
-// the registry. It retries until it succeeds or ctx ends, and reports
-// whether it succeeded.
-func (b *Backend) recheck(ctx context.Context) bool {
-	backoff := minWatchBackoff
-	for {
-		err := b.recheckOnce(ctx)
-		if err == nil {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, maxWatchBackoff)
+	m.mu.Unlock()
+	if s != nil {
+		m.flush(s)
 	}
 }
 
-func (b *Backend) recheckOnce(ctx context.Context) error {
-	snap := b.reg.snapshot()
-	keys := make([]string, 0, len(snap))
-	for k := range snap {
-		keys = append(keys, k)
+// stop ends w: its target hears nothing more once stop has returned,
+// except for a call the mux had already begun. Stopping a watch that is
+// done does nothing. A delete event for w that crosses the cancel on the
+// wire is dropped (its ID is no longer known).
+func (m *mux) stop(w *keyWatch) {
+	m.mu.Lock()
+	if w.state == watchDone {
+		m.mu.Unlock()
+		return
 	}
-	for len(keys) > 0 {
-		batch := keys[:min(len(keys), watchBatch)]
-		keys = keys[len(batch):]
-		ops := make([]clientv3.Op, len(batch))
-		for i, k := range batch {
-			ops[i] = clientv3.OpGet(k, clientv3.WithKeysOnly())
-		}
-		rctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
-		resp, err := b.cli.Txn(rctx).Then(ops...).Commit()
-		cancel()
-		if err != nil {
-			return err
-		}
-		rev := resp.Header.GetRevision()
-		var due []func()
-		for i, k := range batch {
-			kvs := resp.Responses[i].GetResponseRange().GetKvs()
-			if at, ok := recheckAbsent(kvs, rev, snap[k]); ok {
-				if fn := b.reg.observeAbsent(k, at); fn != nil {
-					due = append(due, fn)
-				}
-			}
-		}
-		for _, fn := range due {
-			fn()
-		}
+	w.state = watchDone
+	delete(m.live, w)
+	s := w.s
+	if s != nil {
+		m.cancelLocked(w)
 	}
-	return nil
+	m.mu.Unlock()
+	if s != nil {
+		m.flush(s)
+	}
 }
 
-// recheckAbsent reads the result of a recheck of one claim key, read at
-// revision rev while the registry had token for it (0 if not yet known),
-// and returns a revision at which the key did not exist, if the read shows
-// one. The registry decides whether that concerns the claim registered now.
-//
-// A missing key was absent at rev. A key that exists with another create
-// revision than token no longer holds the snapshotted claim, but it was not
-// absent at rev: claim names are reused (see names.go), and since the
-// snapshot the name may have been lent to a new acquisition whose claim is
-// the one read. What the read does prove is that the key was absent just
-// before its current incarnation was created, which is after the
-// snapshotted claim was created. With the token still unknown, an existing
-// key is the claim being created.
-func recheckAbsent(kvs []*mvccpb.KeyValue, rev, token int64) (int64, bool) {
+// setFrom tells a watch started with from 0 which incarnation it is for:
+// the one created at revision from-1. Such a watch is started before its
+// key's incarnation exists, so that it reaches etcd before the incarnation
+// is created: then it covers the incarnation's whole life and needs no read
+// to close a gap (see watchcheck.go). Meanwhile the deletes it delivers
+// are only remembered (the highest), since they may be of an earlier
+// incarnation; if the highest is at or above from, the target hears of it
+// now. If the watch was created at a revision above from-1 after all, the
+// gap is settled by a read. setFrom is called once, by the goroutine that
+// started w, and must not be called by a target.
+func (m *mux) setFrom(w *keyWatch, from int64) {
+	m.mu.Lock()
+	if w.state == watchDone || w.from != 0 {
+		m.mu.Unlock()
+		return
+	}
+	w.from = from
+	s := w.s
+	var ns []notice
 	switch {
-	case len(kvs) == 0:
-		return rev, true
-	case token != 0 && kvs[0].CreateRevision != token:
-		return kvs[0].CreateRevision - 1, true
+	case w.maxDel >= from:
+		ns = append(ns, m.finishLocked(w, w.maxDel, nil))
+	case s != nil && w.covered > from:
+		m.gaps = append(m.gaps, gapCheck{w: w, at: w.covered - 1})
+		m.startChecksLocked()
 	}
-	return 0, false
+	// Otherwise it is confirmed at or below from-1 (no gap), or not yet:
+	// its created answer sees from and decides; or it is not created on a
+	// stream, and will be from `from`.
+	m.mu.Unlock()
+	deliver(ns)
+	if s != nil && len(ns) > 0 {
+		m.flush(s) // the cancel
+	}
+}
+
+// raise moves w's resume revision up to from: the caller has seen the
+// watched incarnation still present at revision from-1.
+func (m *mux) raise(w *keyWatch, from int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w.from = max(w.from, from)
+}
+
+// createLocked queues the create of w on s under a fresh ID.
+func (m *mux) createLocked(s *wstream, w *keyWatch) {
+	m.nextID++ // IDs start at 1: etcd reads 0 as "pick one for me"
+	w.s, w.id = s, m.nextID
+	start := w.from
+	if start == 0 {
+		// from unknown: resume where the watch was confirmed to cover
+		// everything, else (0) at etcd's current revision.
+		start = w.covered
+	}
+	if w.now {
+		start, w.now = 0, false
+	}
+	s.byID[w.id] = w
+	s.creates = append(s.creates, pendingCreate{id: w.id, start: start})
+	s.out = append(s.out, &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{
+		CreateRequest: &pb.WatchCreateRequest{
+			Key:           []byte(w.key),
+			StartRevision: start,
+			Filters:       noPut,
+			WatchId:       w.id,
+		},
+	}})
+}
+
+// cancelLocked queues the cancel of w's watch on its stream and forgets
+// its ID, so that whatever etcd still sends for it is dropped.
+func (m *mux) cancelLocked(w *keyWatch) {
+	s := w.s
+	delete(s.byID, w.id)
+	s.out = append(s.out, &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CancelRequest{
+		CancelRequest: &pb.WatchCancelRequest{WatchId: w.id},
+	}})
+	w.s, w.id = nil, 0
+}
+
+// flush sends what is queued on s, unless another flusher is at it (it
+// will send what was queued meanwhile before it stops). It must not be
+// called by the receive goroutine, see the top of this file. A failed
+// Send marks s broken and cancels it; the run goroutine then opens a new
+// stream and creates every live watch on it again.
+func (m *mux) flush(s *wstream) {
+	m.mu.Lock()
+	if s.flushing || s.broken || m.cur != s {
+		m.mu.Unlock()
+		return
+	}
+	s.flushing = true
+	for len(s.out) > 0 {
+		batch := s.out
+		s.out = nil
+		m.mu.Unlock()
+		var err error
+		for _, req := range batch {
+			if err = s.st.Send(req); err != nil {
+				break
+			}
+		}
+		m.mu.Lock()
+		if err != nil {
+			s.broken = true
+			s.out = nil
+			break
+		}
+	}
+	s.flushing = false
+	broken := s.broken
+	m.mu.Unlock()
+	if broken {
+		s.cancel() // the receiver's Recv fails and the run goroutine reopens
+	}
+}
+
+// kickFlush asks the run goroutine to flush the current stream; for the
+// receive and check goroutines, which must not send themselves.
+func (m *mux) kickFlush() {
+	select {
+	case m.kick <- struct{}{}:
+	default: // a kick is already pending
+	}
+}
+
+// notice is a call to a watch target, collected under mux.mu and made
+// after it is released.
+type notice struct {
+	t    watchTarget
+	kind noticeKind
+	rev  int64
+	err  error
+}
+
+type noticeKind uint8
+
+const (
+	noticeCreated noticeKind = iota
+	noticeDeleted
+	noticeFailed
+)
+
+func deliver(ns []notice) {
+	for _, n := range ns {
+		switch n.kind {
+		case noticeCreated:
+			n.t.watchCreated(n.rev)
+		case noticeDeleted:
+			n.t.keyDeleted(n.rev)
+		case noticeFailed:
+			n.t.watchFailed(n.err)
+		}
+	}
+}
+
+// finishLocked ends a live or checking watch whose key is gone (err nil)
+// or that failed, and returns the notice for its target. If it is created
+// on a stream, its cancel is queued there; the caller kicks a flush.
+func (m *mux) finishLocked(w *keyWatch, rev int64, err error) notice {
+	if w.s != nil {
+		m.cancelLocked(w)
+	}
+	w.state = watchDone
+	delete(m.live, w)
+	if err != nil {
+		return notice{t: w.target, kind: noticeFailed, err: err}
+	}
+	return notice{t: w.target, kind: noticeDeleted, rev: rev}
 }

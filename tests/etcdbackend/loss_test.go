@@ -18,7 +18,7 @@ import (
 // detection would need.
 const lossBound = 2 * time.Second
 
-// A holder learns from the loss watch, not from renewals, that its claim
+// A holder learns from its claim's watch, not from renewals, that its claim
 // is gone: its lease revoked, or the claim deleted by an operator.
 func TestLossFiresOnLost(t *testing.T) {
 	tests := []struct {
@@ -77,9 +77,10 @@ func TestLossFiresOnLost(t *testing.T) {
 	}
 }
 
-// A loss that happens while the backend's watch is cut off, followed by a
-// compaction of the revisions the watch would resume from, is still found:
-// the backend rereads its claims after the gap.
+// A loss that happens while the backend's watch stream is cut off (its only
+// etcd member is down), followed by a compaction of the revision the
+// claim's watch would resume from, is still found: etcd refuses to resume
+// the watch, and the backend reads the claim's key instead.
 func TestLossAcrossCompactedGap(t *testing.T) {
 	c := etcdtest.StartCluster(t, 3)
 	eps := c.Endpoints()

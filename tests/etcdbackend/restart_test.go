@@ -11,7 +11,7 @@ import (
 
 // Tokens are etcd create revisions: they keep increasing across an etcd
 // restart on the same data, and across clients. After the restart the old
-// backend recovers by itself: its keep-alive stream and loss watch
+// backend recovers by itself: its keep-alive stream and watch stream
 // reconnect.
 func TestTokensSurviveRestart(t *testing.T) {
 	c := etcdtest.Start(t)

@@ -1,0 +1,268 @@
+package etcd
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"testing"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// startWatch starts a watch of key from from on tm and waits until etcd
+// confirmed it.
+func startWatch(t *testing.T, tm *testMux, key string, from int64) (*keyWatch, *recTarget) {
+	t.Helper()
+	r := newRecTarget()
+	w := &keyWatch{key: key, from: from, target: r}
+	tm.start(w)
+	if got := recv(t, r.created, "created "+key); got != from {
+		t.Fatalf("watch of %s created from %d, want %d", key, got, from)
+	}
+	return w, r
+}
+
+// Every watch is a single-key, delete-only watch with an ID of its own on
+// one shared stream, and a delete reaches the watch of its key only.
+func TestMuxDispatchesByID(t *testing.T) {
+	tm := newTestMux(t)
+	tm.e.put("a")
+	tm.e.put("b")
+	rev := tm.e.put("c")
+	_, ra := startWatch(t, tm, "a", rev+1)
+	_, rb := startWatch(t, tm, "b", rev+1)
+	_, rc := startWatch(t, tm, "c", rev+1)
+
+	del := tm.e.del("b")
+	if got := recv(t, rb.deleted, "delete of b"); got != del {
+		t.Fatalf("b deleted at %d, want %d", got, del)
+	}
+	none(t, ra.deleted, "a after b's delete")
+	none(t, rc.deleted, "c after b's delete")
+
+	if n := tm.e.streamCount(); n != 1 {
+		t.Fatalf("%d streams opened, want 1", n)
+	}
+	var ids []int64
+	for _, cr := range tm.e.creates(0) {
+		if len(cr.RangeEnd) != 0 || !slices.Equal(cr.Filters, noPut) || cr.WatchId <= 0 {
+			t.Fatalf("create %+v: want one key, deletes only, an ID of ours", cr)
+		}
+		ids = append(ids, cr.WatchId)
+	}
+	if slices.Sort(ids); len(slices.Compact(ids)) != 3 {
+		t.Fatalf("watch IDs %v are not distinct", ids)
+	}
+	// The watch that fired is cancelled on etcd too.
+	bID := tm.e.creates(0)[1].WatchId
+	tm.e.waitFor(t, func() bool { return slices.Contains(tm.e.cancelsLocked(0), bID) }, "the cancel of b's watch")
+}
+
+// A watch started "now" reports the revision etcd's answer carries; one
+// started from a revision reports that revision.
+func TestMuxReportsCoverage(t *testing.T) {
+	tm := newTestMux(t)
+	k := tm.e.put("k")
+	cur := tm.e.put("other")
+	r := newRecTarget()
+	tm.start(&keyWatch{key: "k", from: k + 1, now: true, target: r})
+	if got := recv(t, r.created, "created"); got != cur+1 {
+		t.Fatalf("start-now watch covers from %d, want %d (etcd's revision + 1)", got, cur+1)
+	}
+	if cr := tm.e.creates(0)[0]; cr.StartRevision != 0 {
+		t.Fatalf("start-now watch sent StartRevision %d, want 0", cr.StartRevision)
+	}
+}
+
+// etcd answers a refused create with ID -1; the mux pairs answers with
+// creates in send order, fails the refused watch alone, and reopens the
+// stream when the cause is an expired auth token.
+func TestMuxRefusedCreate(t *testing.T) {
+	tm := newTestMux(t)
+	tm.e.put("good1")
+	tm.e.put("bad")
+	rev := tm.e.put("good2")
+	_, r1 := startWatch(t, tm, "good1", rev+1)
+	tm.e.refuseKey("bad", rpctypes.ErrGRPCPermissionDenied.Error())
+	tm.e.hold() // answer the three creates together
+	rb, r2 := newRecTarget(), newRecTarget()
+	tm.start(&keyWatch{key: "bad", from: rev + 1, target: rb})
+	tm.start(&keyWatch{key: "good2", from: rev + 5, target: r2})
+	tm.e.release()
+	if err := recv(t, rb.failed, "refused watch"); !errors.Is(err, backend.ErrUnavailable) {
+		t.Fatalf("refused watch failed with %v, want ErrUnavailable", err)
+	}
+	if got := recv(t, r2.created, "good2 created"); got != rev+5 {
+		t.Fatalf("good2 created from %d, want %d: answers paired with the wrong creates", got, rev+5)
+	}
+	none(t, r1.failed, "good1")
+
+	// An expired token: a new stream, and every live watch on it again.
+	tm.e.refuseKey("late", rpctypes.ErrGRPCInvalidAuthToken.Error())
+	rl := newRecTarget()
+	tm.start(&keyWatch{key: "late", from: rev + 1, target: rl})
+	tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 4 }, "the create of late")
+	tm.e.allowKey("late") // the next stream has a fresh token
+	for _, r := range []*recTarget{r1, r2, rl} {
+		recv(t, r.created, "created on the new stream")
+	}
+	none(t, rl.failed, "watch refused for its token")
+	if n := tm.e.streamCount(); n != 2 {
+		t.Fatalf("%d streams opened, want 2", n)
+	}
+}
+
+// A delete that crosses a watch's cancel on the wire is dropped.
+func TestMuxDropsEventsAfterStop(t *testing.T) {
+	tm := newTestMux(t)
+	rev := tm.e.put("k")
+	w, r := startWatch(t, tm, "k", rev+1)
+	_, other := startWatch(t, tm, "other", rev+1)
+	tm.e.hold()
+	tm.e.del("k") // its event is on the wire ...
+	tm.stop(w)    // ... when the cancel leaves
+	tm.e.release()
+	// A later event on the same stream, as a barrier: once it is seen,
+	// the one before it has been handled.
+	tm.e.del("other")
+	recv(t, other.deleted, "barrier")
+	none(t, r.deleted, "stopped watch")
+}
+
+// When the stream breaks, every live watch is created again on a new one
+// from its resume revision, and deletes made meanwhile are delivered.
+func TestMuxRecreatesAfterBreak(t *testing.T) {
+	tm := newTestMux(t)
+	tm.e.put("a")
+	rev := tm.e.put("b")
+	_, ra := startWatch(t, tm, "a", rev+1)
+	rb := newRecTarget()
+	wb := &keyWatch{key: "b", from: rev + 1, now: true, target: rb}
+	tm.start(wb)
+	recv(t, rb.created, "b created")
+	tm.raise(wb, rev+2) // a read saw b still there at rev+1
+
+	tm.e.setOpenErr(errors.New("fake: down"))
+	tm.e.breakStream()
+	da, db := tm.e.del("a"), tm.e.del("b")
+	tm.e.setOpenErr(nil)
+	if got := recv(t, ra.deleted, "a"); got != da {
+		t.Fatalf("a deleted at %d, want %d", got, da)
+	}
+	if got := recv(t, rb.deleted, "b"); got != db {
+		t.Fatalf("b deleted at %d, want %d", got, db)
+	}
+	starts := map[string]int64{}
+	for _, cr := range tm.e.creates(1) {
+		starts[string(cr.Key)] = cr.StartRevision
+	}
+	if starts["a"] != rev+1 || starts["b"] != rev+2 {
+		t.Fatalf("re-created from %v, want a from %d and b from %d (never 0)", starts, rev+1, rev+2)
+	}
+}
+
+// A watch whose resume revision was compacted is checked with a read: gone
+// if its key is absent or re-created, else watched again from after the
+// read.
+func TestMuxCompactedWatch(t *testing.T) {
+	tm := newTestMux(t)
+	tm.e.put("gone")
+	tm.e.put("same")
+	rev := tm.e.put("replaced")
+	targets := map[string]*recTarget{}
+	for _, k := range []string{"gone", "same", "replaced"} {
+		_, targets[k] = startWatch(t, tm, k, rev+1)
+	}
+	tm.e.setOpenErr(errors.New("fake: down"))
+	tm.e.breakStream()
+	tm.e.del("gone")
+	tm.e.del("replaced")
+	tm.e.put("replaced")
+	compacted := tm.e.compactNow()
+	tm.e.setOpenErr(nil)
+
+	for _, k := range []string{"gone", "replaced"} {
+		if got := recv(t, targets[k].deleted, k); got < compacted {
+			t.Fatalf("%s reported gone at %d, before the compaction at %d", k, got, compacted)
+		}
+	}
+	// etcd first accepts the create from the old revision, then drops it.
+	for got := int64(0); got != compacted+1; {
+		got = recv(t, targets["same"].created, "same re-created")
+		if got != rev+1 && got != compacted+1 {
+			t.Fatalf("same watched again from %d, want %d", got, compacted+1)
+		}
+	}
+	none(t, targets["same"].deleted, "same")
+	del := tm.e.del("same")
+	if got := recv(t, targets["same"].deleted, "same"); got != del {
+		t.Fatalf("same deleted at %d, want %d", got, del)
+	}
+}
+
+// A read that fails is retried: the check does not give up on a watch.
+func TestMuxCheckRetries(t *testing.T) {
+	tm := newTestMux(t)
+	rev := tm.e.put("k")
+	_, r := startWatch(t, tm, "k", rev+1)
+	tm.e.mu.Lock()
+	tm.e.readErr = errors.New("fake: read failed")
+	tm.e.mu.Unlock()
+	tm.e.setOpenErr(errors.New("fake: down"))
+	tm.e.breakStream()
+	tm.e.del("k")
+	tm.e.compactNow()
+	tm.e.setOpenErr(nil)
+	tm.e.waitFor(t, func() bool { return tm.e.reads >= 2 }, "two failed reads")
+	none(t, r.deleted, "k while reads fail")
+	tm.e.mu.Lock()
+	tm.e.readErr = nil
+	tm.e.mu.Unlock()
+	recv(t, r.deleted, "k once a read succeeds")
+}
+
+// Ten thousand watches cost no goroutine each.
+func TestMuxManyWatchesNoGoroutines(t *testing.T) {
+	const n = 10000
+	tm := newTestMux(t)
+	rev := tm.e.put("warm-up")
+	startWatch(t, tm, "warm-up", rev+1) // starts the mux's goroutines
+	before := runtime.NumGoroutine()
+	r := newRecTarget()
+	r.created = make(chan int64, n)
+	for i := range n {
+		tm.start(&keyWatch{key: fmt.Sprint("k", i), from: rev + 1, target: r})
+	}
+	for range n {
+		recv(t, r.created, "created")
+	}
+	if grew := runtime.NumGoroutine() - before; grew > 0 {
+		t.Fatalf("%d watches added %d goroutines", n, grew)
+	}
+}
+
+// Once the etcd client is closed, every watch fails, and so does every
+// later one, at once.
+func TestMuxClientClosed(t *testing.T) {
+	tm := newTestMux(t)
+	rev := tm.e.put("k")
+	_, r := startWatch(t, tm, "k", rev+1)
+	tm.closeClient()
+	tm.e.setOpenErr(errors.New("fake: client closed"))
+	tm.e.breakStream()
+	if err := recv(t, r.failed, "watch"); !errors.Is(err, backend.ErrUnavailable) {
+		t.Fatalf("watch failed with %v, want ErrUnavailable", err)
+	}
+	later := newRecTarget()
+	tm.start(&keyWatch{key: "k", from: rev + 1, target: later})
+	if err := recv(t, later.failed, "later watch"); !errors.Is(err, backend.ErrUnavailable) {
+		t.Fatalf("later watch failed with %v, want ErrUnavailable", err)
+	}
+}
+
+// The gRPC stream is what the mux opens in production.
+var _ watchStream = pb.Watch_WatchClient(nil)

@@ -1,0 +1,271 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// Backoff between attempts to open the watch stream.
+const (
+	minWatchBackoff = 50 * time.Millisecond
+	maxWatchBackoff = time.Second
+)
+
+// run opens the watch stream, serves it until it fails and opens it again,
+// until the Backend is closed or its etcd client is. It runs in its own
+// goroutine, started with the first watch.
+func (m *mux) run() {
+	backoff := minWatchBackoff
+	for {
+		if s := m.openStream(); s != nil {
+			m.serve(s)
+			m.mu.Lock()
+			heard := s.heard
+			m.mu.Unlock()
+			if heard {
+				backoff = minWatchBackoff
+			}
+		}
+		if m.ctx.Err() != nil {
+			return
+		}
+		if m.gone() {
+			m.stopForGood(fmt.Errorf("%w: etcd watch: the etcd client was closed", backend.ErrUnavailable))
+			return
+		}
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxWatchBackoff)
+	}
+}
+
+// openStream opens a stream, makes it the current one and queues the
+// create of every live watch on it. It returns nil if the stream could
+// not be opened.
+func (m *mux) openStream() *wstream {
+	// WithRequireLeader: a member that loses its leader ends the stream
+	// instead of keeping it open and silent.
+	sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(m.ctx))
+	st, err := m.open(sctx)
+	if err != nil {
+		cancel()
+		return nil
+	}
+	s := &wstream{st: st, cancel: cancel, done: make(chan struct{}), byID: make(map[int64]*keyWatch)}
+	m.mu.Lock()
+	m.cur = s
+	for w := range m.live {
+		if w.state == watchLive {
+			m.createLocked(s, w)
+		}
+	}
+	m.mu.Unlock()
+	// The receiver starts after s is current, so nothing it reads is
+	// taken for a stale stream's.
+	if !m.spawn(func() { m.receive(s) }) {
+		m.teardown(s)
+		close(s.done)
+		return nil
+	}
+	return s
+}
+
+// serve flushes s whenever asked to, until s fails or the Backend is
+// closed; it returns once the receiver has stopped.
+func (m *mux) serve(s *wstream) {
+	m.flush(s)
+	for {
+		select {
+		case <-m.kick:
+			m.flush(s)
+		case <-s.done:
+			return
+		case <-m.ctx.Done():
+			s.cancel()
+			<-s.done
+			return
+		}
+	}
+}
+
+// receive reads s until it fails, dispatching every response. It is the
+// only goroutine that reads s, and it never sends (see watch.go).
+func (m *mux) receive(s *wstream) {
+	defer close(s.done)
+	for {
+		resp, err := s.st.Recv()
+		if err != nil {
+			m.teardown(s)
+			return
+		}
+		ns, kick, fail := m.dispatch(s, resp)
+		deliver(ns)
+		if kick {
+			m.kickFlush()
+		}
+		if fail {
+			s.cancel() // the next Recv fails and tears s down
+		}
+	}
+}
+
+// teardown retires s: its watches are no longer created anywhere and are
+// created again on the next stream.
+func (m *mux) teardown(s *wstream) {
+	s.cancel()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s.broken = true
+	s.out = nil
+	for _, w := range s.byID {
+		w.s, w.id = nil, 0
+	}
+	clear(s.byID)
+	if m.cur == s {
+		m.cur = nil
+	}
+}
+
+// dispatch applies one response of s. It returns the calls to make to
+// targets, whether requests were queued for the run goroutine to send, and
+// whether s must be abandoned.
+func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cur != s {
+		return nil, false, false // a stream being retired
+	}
+	s.heard = true
+	switch {
+	case r.Created:
+		if len(s.creates) == 0 {
+			return nil, false, true // an answer to no create of ours
+		}
+		pc := s.creates[0]
+		s.creates = s.creates[1:]
+		w := s.byID[pc.id] // nil if stopped meanwhile
+		if r.Canceled {
+			// etcd refused the create; the answer's ID is -1 whatever
+			// the cause, hence the pairing in send order.
+			if retryOnNewStream(r.CancelReason) {
+				// The stream's auth token expired: a new stream gets a
+				// fresh one (clientv3's interceptor fetches it).
+				return nil, false, true
+			}
+			if w == nil {
+				return nil, false, false
+			}
+			delete(s.byID, pc.id)
+			w.s, w.id = nil, 0
+			err := fmt.Errorf("%w: etcd watch on %s refused: %s", backend.ErrUnavailable, w.key, r.CancelReason)
+			return []notice{m.finishLocked(w, 0, err)}, false, false
+		}
+		if r.WatchId != pc.id {
+			return nil, false, true // etcd would not do that; start over
+		}
+		if w == nil {
+			return nil, false, false
+		}
+		covered := pc.start
+		if covered == 0 {
+			// Created at etcd's current revision, which the header
+			// carries (read after the watch was registered): every
+			// delete above it is delivered.
+			covered = r.Header.GetRevision() + 1
+		}
+		switch {
+		case w.from == 0:
+			w.covered = covered // setFrom decides
+		case covered > w.from:
+			// A read settles the deletes from w.from on (watchcheck.go).
+			m.gaps = append(m.gaps, gapCheck{w: w, at: covered - 1})
+			m.startChecksLocked()
+		}
+		return []notice{{t: w.target, kind: noticeCreated, rev: covered}}, false, false
+
+	case r.CompactRevision != 0:
+		// The watch's start revision was compacted; etcd dropped it.
+		w := s.byID[r.WatchId]
+		if w == nil {
+			return nil, false, false
+		}
+		m.cancelLocked(w) // lets etcd forget the ID as well
+		if w.from == 0 {
+			// Nothing to read against yet: start again at etcd's
+			// current revision; setFrom settles the gap with a read.
+			w.covered, w.now = 0, true
+			m.createLocked(s, w)
+			return nil, true, false
+		}
+		w.state = watchChecking
+		m.compacted = append(m.compacted, w)
+		m.startChecksLocked()
+		return nil, true, false
+
+	case r.Canceled:
+		// The answer to one of our cancels (its ID is forgotten), or
+		// etcd dropped a watch by itself, which it does not do today;
+		// such a watch is created again.
+		w := s.byID[r.WatchId]
+		if w == nil {
+			return nil, false, false
+		}
+		delete(s.byID, r.WatchId)
+		m.createLocked(s, w)
+		return nil, true, false
+	}
+
+	w := s.byID[r.WatchId] // progress notifications have ID -1: nil
+	if w == nil {
+		return nil, false, false
+	}
+	for _, ev := range r.Events {
+		// With the NOPUT filter, deletes only. The first one at or
+		// above from is the incarnation's: a later incarnation of the
+		// name needs this one deleted first.
+		if ev.Type != mvccpb.DELETE {
+			continue
+		}
+		rev := ev.Kv.ModRevision
+		if w.from == 0 {
+			w.maxDel = max(w.maxDel, rev) // setFrom decides
+			continue
+		}
+		if rev >= w.from {
+			return []notice{m.finishLocked(w, rev, nil)}, true, false
+		}
+	}
+	return nil, false, false
+}
+
+// retryOnNewStream reports whether etcd refused a create for a reason that
+// a new stream cures: its auth token expired or is older than the last
+// change of the auth configuration.
+func retryOnNewStream(reason string) bool {
+	return reason == rpctypes.ErrGRPCInvalidAuthToken.Error() || reason == rpctypes.ErrGRPCAuthOldRevision.Error()
+}
+
+// stopForGood fails every watch with err and makes later ones fail at
+// once: the etcd client is closed, nothing can be watched any more.
+func (m *mux) stopForGood(err error) {
+	m.mu.Lock()
+	m.down = err
+	var ns []notice
+	for w := range m.live {
+		ns = append(ns, m.finishLocked(w, 0, err))
+	}
+	m.gaps, m.compacted = nil, nil
+	m.mu.Unlock()
+	deliver(ns)
+}
