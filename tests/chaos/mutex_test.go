@@ -63,7 +63,7 @@ func overlaps(acqs []acquisition) []overlap {
 }
 
 // closestCall returns, over the holders in this process that lost their
-// lock while holding it (poisoned by the watchdog or the loss watch, or -
+// lock while holding it (poisoned by the watchdog or by its claim's watch, or -
 // in the control - a session that ended), how many there were and the
 // smallest margin by which one stopped believing before the next
 // acquisition returned: how close the run came to an overlap.
