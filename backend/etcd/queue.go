@@ -6,6 +6,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/ash-lock/ashlock/backend"
 )
@@ -36,9 +38,18 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 	ahead := clientv3.OpGet(a.dir, newestKey...)
 
 	a.mayExist = true
-	resp, err := a.b.cli.Txn(ctx).If(notYet).Then(a.withStamp(ahead, put)...).Commit()
-	if err != nil {
-		return rpcError(ctx, "acquire", err)
+	var resp *clientv3.TxnResponse
+	for backoff := minWatchBackoff; ; backoff = min(2*backoff, maxWatchBackoff) {
+		var err error
+		resp, err = a.b.cli.Txn(ctx).If(notYet).Then(a.withStamp(ahead, put)...).Commit()
+		if err == nil {
+			break
+		}
+		// Tried again, the Txn finds the claim if the lost attempt made it
+		// and adopts it.
+		if err := a.retryAfter(ctx, err, backoff); err != nil {
+			return err
+		}
 	}
 	if !resp.Succeeded {
 		return a.adopt(ctx, now)
@@ -102,7 +113,10 @@ func recordedAt(v []byte, def time.Time) time.Time {
 // and no older claim is left, stamps our claim with the acquired-at time
 // and reads the previous stamp; otherwise it returns our claim and the
 // nearest older claim, which may be one that was queued before pred.
+//
+// While etcd cannot be reached the wait goes on (see retryAfter).
 func (a *acquisition) waitInQueue(ctx context.Context, pred string, rev int64) error {
+	backoff := minWatchBackoff
 	for {
 		if pred != "" {
 			if err := a.waitDeleted(ctx, pred, rev+1); err != nil {
@@ -118,7 +132,12 @@ func (a *acquisition) waitInQueue(ctx context.Context, pred string, rev int64) e
 			Else(clientv3.OpGet(a.claimKey), older).
 			Commit()
 		if err != nil {
-			return rpcError(ctx, "acquire", err)
+			if err := a.retryAfter(ctx, err, backoff); err != nil {
+				return err
+			}
+			backoff = min(2*backoff, maxWatchBackoff)
+			pred = "" // the Txn tells who is ahead now
+			continue
 		}
 		if resp.Succeeded {
 			a.acquiredAt = now
@@ -153,4 +172,29 @@ func (a *acquisition) stray(rev int64) error {
 // atomic Txns rule out; returning beats retrying in a tight loop.
 func (a *acquisition) inconsistent() error {
 	return fmt.Errorf("%w: etcd acquire %q: inconsistent Txn response", backend.ErrUnavailable, a.req.Key)
+}
+
+// retryAfter decides what a waiting acquisition does after a request of
+// its failed with err. While etcd is merely out of reach (codes.Unavailable:
+// a member down, no leader, a connection lost mid-call) the claim keeps its
+// place as long as its lease lives, so retryAfter waits d and returns nil:
+// try again. It returns the error to give up with when err is of another
+// kind, or when ctx ends, the claim is lost or the Backend closes first.
+// The client ends ctx itself once it stops trusting the lease.
+func (a *acquisition) retryAfter(ctx context.Context, err error, d time.Duration) error {
+	if ctx.Err() != nil || status.Code(err) != codes.Unavailable {
+		return rpcError(ctx, "acquire", err)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-a.e.lost:
+		return a.lostError()
+	case <-ctx.Done():
+		return rpcError(ctx, "acquire", err)
+	case <-a.b.ctx.Done():
+		return closedError("acquire")
+	}
 }

@@ -124,9 +124,12 @@ func (l *lostReply) createsClaim(req any) bool {
 	return false
 }
 
-// An Acquire whose enqueue committed but whose reply never arrived fails,
-// and still removes the claim it cannot know the create revision of: it
-// deletes it by name, the name being its own UUID.
+// An Acquire whose enqueue committed but whose reply never arrived leaves
+// nothing behind. A fair (queueing) Acquire sends the Txn again, finds the
+// claim its lost attempt made under its name and goes on with it: it gets
+// the key with that one claim. A non-fair one fails, and still removes the
+// claim it cannot know the create revision of: it deletes it by name, a
+// name lent to it alone.
 func TestLostEnqueueReplyLeavesNothing(t *testing.T) {
 	prefix := uniquePrefix(t)
 	lr := &lostReply{prefix: prefix}
@@ -145,15 +148,25 @@ func TestLostEnqueueReplyLeavesNothing(t *testing.T) {
 		r.Fair = fair
 		lr.armed.Store(true)
 		lr.fired.Store(false)
-		_, err := b.Acquire(testCtx(t, waitBound), r)
+		got, err := b.Acquire(testCtx(t, waitBound), r)
 		if !lr.fired.Load() {
 			t.Fatalf("fair=%v: the enqueue reply was not intercepted", fair)
 		}
-		if !errors.Is(err, backend.ErrUnavailable) {
-			t.Fatalf("fair=%v: Acquire with a lost reply: %v, want ErrUnavailable", fair, err)
+		if fair {
+			if err != nil {
+				t.Fatalf("fair Acquire with a lost reply: %v, want the key", err)
+			}
+			if left := keys(t, cli, prefix+"claims/"); len(left) != 1 || left[0] != b.ClaimKey(got) {
+				t.Fatalf("fair Acquire with a lost reply: claims %q, want only its own %q", left, b.ClaimKey(got))
+			}
+			if err := b.Release(testCtx(t, waitBound), got); err != nil {
+				t.Fatal(err)
+			}
+		} else if !errors.Is(err, backend.ErrUnavailable) {
+			t.Fatalf("non-fair Acquire with a lost reply: %v, want ErrUnavailable", err)
 		}
 		if left := keys(t, cli, prefix+"claims/"); len(left) != 0 {
-			t.Fatalf("fair=%v: claims left after the failed Acquire returned: %q", fair, left)
+			t.Fatalf("fair=%v: claims left after the Acquire: %q", fair, left)
 		}
 		// The key is free for the next one.
 		c := acquire(t, b, request("k", l, "next"))

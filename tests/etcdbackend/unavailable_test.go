@@ -123,3 +123,33 @@ func TestCancelledWaitDuringOutage(t *testing.T) {
 	c.RestartMemberT(t, 0)
 	awaitCount(t, operator, prefix+"claims/", 1) // the holder's claim only
 }
+
+// A fair waiter keeps its place through an etcd outage: the member going
+// away and coming back does not fail its Acquire, and it takes the key
+// when the holder releases afterwards.
+func TestWaitSurvivesOutage(t *testing.T) {
+	c := etcdtest.Start(t)
+	prefix := uniquePrefix(t)
+	hb, _ := newBackend(t, c, prefix)
+	wb, _ := newBackend(t, c, prefix)
+	operator := c.Client(t)
+	h := acquire(t, hb, request("k", grant(t, hb, 60*time.Second), "H"))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*waitBound)
+	defer cancel()
+	w := start(ctx, wb, request("k", grant(t, wb, 60*time.Second), "W"))
+	awaitCount(t, operator, prefix+"claims/", 2)
+
+	c.StopMember(0)
+	c.RestartMemberT(t, 0)
+	notYet(t, w, "W across the outage")
+	if err := hb.Release(testCtx(t, waitBound), h); err != nil {
+		t.Fatal(err)
+	}
+	res := await(t, w, "W after the holder's release")
+	if res.err != nil {
+		t.Fatalf("waiter after the outage: %v, want the key", res.err)
+	}
+	if res.claim.Token <= h.Token {
+		t.Errorf("waiter's token %d is not above the holder's %d", res.claim.Token, h.Token)
+	}
+}
