@@ -9,8 +9,6 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
-
-	"github.com/ash-lock/ashlock/backend/etcd"
 )
 
 // A chain of fair waiters on one key is handed the key promptly. Each
@@ -29,12 +27,7 @@ func TestHandoffChainIsPrompt(t *testing.T) {
 	)
 	prefix := uniquePrefix(t)
 	var wc watchCounter
-	cli := shared.Client(t, wc.configure)
-	b, err := etcd.New(cli, etcd.WithPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b, _ := newBackend(t, shared, prefix, wc.configure)
 	operator := shared.Client(t)
 	l := grant(t, b, 30*time.Second)
 

@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ash-lock/ashlock/backend"
-	"github.com/ash-lock/ashlock/backend/etcd"
 )
 
 // After every way an acquisition can end - release, cancelled and timed-out
@@ -133,14 +132,9 @@ func (l *lostReply) createsClaim(req any) bool {
 func TestLostEnqueueReplyLeavesNothing(t *testing.T) {
 	prefix := uniquePrefix(t)
 	lr := &lostReply{prefix: prefix}
-	cli := shared.Client(t, func(cfg *clientv3.Config) {
+	b, cli := newBackend(t, shared, prefix, func(cfg *clientv3.Config) {
 		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(lr.intercept))
 	})
-	b, err := etcd.New(cli, etcd.WithPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
 	l := grant(t, b, 30*time.Second)
 
 	for _, fair := range []bool{true, false} {

@@ -32,9 +32,9 @@ func uniquePrefix(t testing.TB) string {
 
 // newBackend returns a backend on its own client of c under prefix, both
 // closed in t.Cleanup (the backend first).
-func newBackend(t testing.TB, c *etcdtest.Cluster, prefix string) (*etcd.Backend, *clientv3.Client) {
+func newBackend(t testing.TB, c *etcdtest.Cluster, prefix string, configure ...func(*clientv3.Config)) (*etcd.Backend, *clientv3.Client) {
 	t.Helper()
-	cli := c.Client(t)
+	cli := c.Client(t, configure...)
 	b, err := etcd.New(cli, etcd.WithPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)

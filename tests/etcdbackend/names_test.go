@@ -185,14 +185,9 @@ func TestNamesNotSharedByConcurrentAcquisitions(t *testing.T) {
 func TestNameNotLentWhileCleanupFails(t *testing.T) {
 	prefix := uniquePrefix(t)
 	var fail deleteFailer
-	cli := shared.Client(t, func(cfg *clientv3.Config) {
+	b, _ := newBackend(t, shared, prefix, func(cfg *clientv3.Config) {
 		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(fail.intercept))
 	})
-	b, err := etcd.New(cli, etcd.WithPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
 	hb, operator := newBackend(t, shared, prefix)
 	l := grant(t, b, 30*time.Second)
 	holder := acquire(t, hb, request("k", grant(t, hb, 30*time.Second), "H"))

@@ -27,12 +27,7 @@ func TestWaiterWokenByPredecessorOnly(t *testing.T) {
 	prefix := uniquePrefix(t)
 	hb, _ := newBackend(t, shared, prefix)
 	var wc watchCounter
-	wcli := shared.Client(t, wc.configure)
-	wb, err := etcd.New(wcli, etcd.WithPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { wb.Close() })
+	wb, _ := newBackend(t, shared, prefix, wc.configure)
 	operator := shared.Client(t)
 	hl := grant(t, hb, 30*time.Second)
 
@@ -89,21 +84,16 @@ func TestLossBeforeWatchIsCreated(t *testing.T) {
 	prefix := uniquePrefix(t)
 	operator := shared.Client(t)
 	d := &deleteBeforeWatch{operator: operator, under: prefix + "claims/"}
-	cli := shared.Client(t, func(cfg *clientv3.Config) {
+	b, _ := newBackend(t, shared, prefix, func(cfg *clientv3.Config) {
 		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainStreamInterceptor(d.intercept))
 	})
-	b, err := etcd.New(cli, etcd.WithPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
 
 	lost := newLostSignal()
 	r := request("k", grant(t, b, 30*time.Second), "H")
 	r.Wait = false
 	r.OnLost = backend.LossFunc(lost.onLost)
 	at := time.Now()
-	_, err = b.Acquire(testCtx(t, waitBound), r)
+	_, err := b.Acquire(testCtx(t, waitBound), r)
 	switch {
 	case errors.Is(err, backend.ErrLeaseExpired):
 		t.Logf("Acquire saw the loss itself: %v", err)
