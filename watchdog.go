@@ -104,25 +104,12 @@ func (wd *watchdog) join(ctx context.Context, key leaseKey, g *Guard) (*lease, e
 				return nil, errors.Join(ErrUnavailable, ctx.Err())
 			}
 		}
-		if l.grantErr != nil {
-			if creator {
-				return nil, l.grantErr
-			}
-			// Someone else's grant failed, perhaps on their own context.
-			// Try again; this caller may become the creator.
-			continue
+		if l.grantErr != nil && creator {
+			return nil, l.grantErr
 		}
-
-		wd.mu.Lock()
-		if l.lost || wd.mu.closed {
-			// Poisoned between the grant and now; the pool no longer holds it.
-			wd.mu.Unlock()
-			continue
-		}
-		l.guards.push(g)
-		l.idleSince = time.Time{}
-		wd.mu.Unlock()
-		return l, nil
+		// Look again: the lease is now in the pool, granted, unless it was
+		// poisoned meanwhile or someone else's grant failed (perhaps on
+		// their own context); then this caller may become the creator.
 	}
 }
 

@@ -151,7 +151,7 @@ func (a *acquisition) record(now time.Time, st backend.Timestamp) string {
 // ownExists is the guard used wherever only this claim, this incarnation,
 // may act (identity = key + create revision).
 func (a *acquisition) ownExists() clientv3.Cmp {
-	return clientv3.Compare(clientv3.CreateRevision(a.claimKey), "=", a.token)
+	return incarnation(a.claimKey, a.token)
 }
 
 // withStamp appends a read of the stamp record when the request stamps.

@@ -112,7 +112,13 @@ func (b *Backend) ClaimKey(c backend.Claim) string { return b.layout.claim(c.Key
 // The claim holds its key for as long as it exists, because a claim only
 // ever moves towards the head of its queue. IsOwner makes no call to etcd.
 func (b *Backend) IsOwner(c backend.Claim) clientv3.Cmp {
-	return clientv3.Compare(clientv3.CreateRevision(b.ClaimKey(c)), "=", int64(c.Token))
+	return incarnation(b.ClaimKey(c), int64(c.Token))
+}
+
+// incarnation holds while the etcd key exists as the claim created at
+// revision token: a claim's identity (guarantee 7), whatever its name.
+func incarnation(key string, token int64) clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(key), "=", token)
 }
 
 // Close stops the Backend's goroutines (the watch stream, the keep-alive

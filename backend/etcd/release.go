@@ -31,7 +31,7 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 	// return a name lent to someone else since. Token 0 names no claim.
 	lent := c.Token != 0 && b.reg.removeClaim(key, int64(c.Token))
 	_, err := b.cli.Txn(ctx).
-		If(b.IsOwner(c)).
+		If(incarnation(key, int64(c.Token))).
 		Then(clientv3.OpDelete(key)).
 		Commit()
 	if err != nil {
@@ -55,7 +55,7 @@ func (b *Backend) deleteClaim(ctx context.Context, key string, token int64) erro
 		return err
 	}
 	_, err := b.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", token)).
+		If(incarnation(key, token)).
 		Then(clientv3.OpDelete(key)).
 		Commit()
 	return err

@@ -52,19 +52,12 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 	return b.finish(c, req.Stamp)
 }
 
-// enqueue puts the request in the store. It returns the claim and, if the
+// admit puts the request in the store. It returns the claim and, if the
 // request must wait, the channel that will wake it; the caller finishes
-// the claim with finish (or abandon).
-func (b *Backend) enqueue(req backend.AcquireRequest) (*claim, chan struct{}, error) {
-	req.Stamp = nil // never finished by admit: always return the claim
-	c, ready, _, err := b.admit(req)
-	return c, ready, err
-}
-
-// admit is enqueue for Acquire. A request that holds the key at once and
-// has no stamp to take is finished under the same lock: admit returns a nil
-// claim and the finished Claim, so the common uncontended Acquire locks the
-// Backend once, not twice.
+// the claim with finish (or abandon). A request that holds the key at once
+// and has no stamp to take is finished under the same lock: admit returns a
+// nil claim and the finished Claim, so the common uncontended Acquire locks
+// the Backend once, not twice.
 func (b *Backend) admit(req backend.AcquireRequest) (*claim, chan struct{}, backend.Claim, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

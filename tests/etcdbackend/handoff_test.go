@@ -112,35 +112,23 @@ func (w *watchCounter) configure(cfg *clientv3.Config) {
 func (w *watchCounter) intercept(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn,
 	method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	s, err := streamer(ctx, desc, cc, method, opts...)
-	if err != nil || method != "/etcdserverpb.Watch/Watch" {
+	if err != nil || method != watchMethod {
 		return s, err
 	}
 	w.streams.Add(1)
-	return &countedWatchStream{ClientStream: s, w: w}, nil
+	return &createHook{ClientStream: s, onCreate: w.created, onResponse: w.received}, nil
 }
 
-type countedWatchStream struct {
-	grpc.ClientStream
-	w *watchCounter
-}
-
-func (s *countedWatchStream) SendMsg(m any) error {
-	if req, ok := m.(*pb.WatchRequest); ok {
-		if cr := req.GetCreateRequest(); cr != nil {
-			if len(cr.RangeEnd) == 0 {
-				s.w.single.Add(1)
-			} else {
-				s.w.ranged.Add(1)
-			}
-		}
+func (w *watchCounter) created(cr *pb.WatchCreateRequest) {
+	if len(cr.RangeEnd) == 0 {
+		w.single.Add(1)
+	} else {
+		w.ranged.Add(1)
 	}
-	return s.ClientStream.SendMsg(m)
 }
 
-func (s *countedWatchStream) RecvMsg(m any) error {
-	err := s.ClientStream.RecvMsg(m)
-	if resp, ok := m.(*pb.WatchResponse); ok && err == nil && len(resp.Events) > 0 {
-		s.w.events.Add(1)
+func (w *watchCounter) received(resp *pb.WatchResponse) {
+	if len(resp.Events) > 0 {
+		w.events.Add(1)
 	}
-	return err
 }

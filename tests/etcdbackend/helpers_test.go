@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/ash-lock/ashlock/backend"
 	"github.com/ash-lock/ashlock/backend/etcd"
@@ -168,4 +170,32 @@ func (l *lostSignal) await(t testing.TB, bound time.Duration, since time.Time) t
 		t.Fatalf("OnLost not called within %v", bound)
 		return 0
 	}
+}
+
+// watchMethod is the gRPC method of etcd's watch streams.
+const watchMethod = "/etcdserverpb.Watch/Watch"
+
+// createHook is a watch stream that shows each create request it sends to
+// onCreate first, and each response it receives to onResponse (if set).
+type createHook struct {
+	grpc.ClientStream
+	onCreate   func(*pb.WatchCreateRequest)
+	onResponse func(*pb.WatchResponse)
+}
+
+func (s *createHook) SendMsg(m any) error {
+	if req, ok := m.(*pb.WatchRequest); ok {
+		if cr := req.GetCreateRequest(); cr != nil {
+			s.onCreate(cr)
+		}
+	}
+	return s.ClientStream.SendMsg(m)
+}
+
+func (s *createHook) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if resp, ok := m.(*pb.WatchResponse); ok && err == nil && s.onResponse != nil {
+		s.onResponse(resp)
+	}
+	return err
 }

@@ -138,36 +138,31 @@ func (d *deleteBeforeWatch) fail(err error) {
 func (d *deleteBeforeWatch) intercept(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn,
 	method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	s, err := streamer(ctx, desc, cc, method, opts...)
-	if err != nil || method != "/etcdserverpb.Watch/Watch" {
+	if err != nil || method != watchMethod {
 		return s, err
 	}
-	return &deletingStream{ClientStream: s, d: d}, nil
+	return &createHook{ClientStream: s, onCreate: d.created}, nil
 }
 
-type deletingStream struct {
-	grpc.ClientStream
-	d *deleteBeforeWatch
-}
-
-func (s *deletingStream) SendMsg(m any) error {
-	if req, ok := m.(*pb.WatchRequest); ok {
-		if cr := req.GetCreateRequest(); cr != nil && strings.HasPrefix(string(cr.Key), s.d.under) {
-			s.d.once.Do(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), waitBound)
-				defer cancel()
-				resp, err := s.d.operator.Delete(ctx, string(cr.Key))
-				switch {
-				case err != nil:
-					s.d.fail(err)
-				case resp.Deleted != 1:
-					s.d.fail(errors.New("the claim to delete was not there"))
-				default:
-					s.d.deleted.Store(resp.Header.Revision)
-				}
-			})
-		}
+// created deletes the claim the first watch create under d.under is for,
+// before the create is sent.
+func (d *deleteBeforeWatch) created(cr *pb.WatchCreateRequest) {
+	if !strings.HasPrefix(string(cr.Key), d.under) {
+		return
 	}
-	return s.ClientStream.SendMsg(m)
+	d.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+		defer cancel()
+		resp, err := d.operator.Delete(ctx, string(cr.Key))
+		switch {
+		case err != nil:
+			d.fail(err)
+		case resp.Deleted != 1:
+			d.fail(errors.New("the claim to delete was not there"))
+		default:
+			d.deleted.Store(resp.Header.Revision)
+		}
+	})
 }
 
 // Deletes made while a Backend's watch stream is down reach it once the
@@ -268,7 +263,7 @@ func (g *streamGate) configure(cfg *clientv3.Config) {
 
 func (g *streamGate) intercept(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn,
 	method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	if method != "/etcdserverpb.Watch/Watch" {
+	if method != watchMethod {
 		return streamer(ctx, desc, cc, method, opts...)
 	}
 	g.mu.Lock()
@@ -289,7 +284,7 @@ func (g *streamGate) intercept(ctx context.Context, desc *grpc.StreamDesc, cc *g
 	if !record {
 		return s, nil
 	}
-	return &startRecorder{ClientStream: s, g: g}, nil
+	return &createHook{ClientStream: s, onCreate: g.recordStart}, nil
 }
 
 // cut ends every open watch stream and refuses new ones.
@@ -310,24 +305,19 @@ func (g *streamGate) reopen() {
 	g.closed, g.reopens = false, true
 }
 
-type startRecorder struct {
-	grpc.ClientStream
-	g *streamGate
-}
-
-func (s *startRecorder) SendMsg(m any) error {
-	if req, ok := m.(*pb.WatchRequest); ok {
-		if cr := req.GetCreateRequest(); cr != nil && cr.StartRevision != 0 {
-			for {
-				low := s.g.lowestStartAfterReopen.Load()
-				if low != 0 && low <= cr.StartRevision {
-					break
-				}
-				if s.g.lowestStartAfterReopen.CompareAndSwap(low, cr.StartRevision) {
-					break
-				}
-			}
+// recordStart keeps the lowest start revision of the watches created
+// after reopen.
+func (g *streamGate) recordStart(cr *pb.WatchCreateRequest) {
+	if cr.StartRevision == 0 {
+		return
+	}
+	for {
+		low := g.lowestStartAfterReopen.Load()
+		if low != 0 && low <= cr.StartRevision {
+			return
+		}
+		if g.lowestStartAfterReopen.CompareAndSwap(low, cr.StartRevision) {
+			return
 		}
 	}
-	return s.ClientStream.SendMsg(m)
 }
