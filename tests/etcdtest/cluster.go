@@ -2,6 +2,7 @@ package etcdtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -57,7 +58,48 @@ type member struct {
 // Launch starts a cluster and waits until every member is ready to serve
 // (a leader is elected) or ctx ends. On failure everything it started is
 // stopped again.
+//
+// A member can fail to start because another process took one of the free
+// ports picked for it (see loopbackURL): tests of several packages run at
+// once. Launch then starts the whole cluster again on other ports, up to
+// launchAttempts times.
 func Launch(ctx context.Context, opts Options) (*Cluster, error) {
+	for attempt := 1; ; attempt++ {
+		c, err := launch(ctx, opts)
+		var se *startError
+		if err == nil || !errors.As(err, &se) || attempt == launchAttempts || ctx.Err() != nil {
+			return c, err
+		}
+		if opts.Dir != "" {
+			// The members that did start wrote data for a cluster that
+			// never formed; the next attempt starts from nothing.
+			for i := range max(opts.Members, 1) {
+				if err := os.RemoveAll(filepath.Join(opts.Dir, memberName(i))); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+}
+
+// launchAttempts bounds how often Launch starts a cluster whose member
+// failed to start.
+const launchAttempts = 3
+
+// startError is a member's failure to start (typically a port taken by
+// another process), after which Launch tries again.
+type startError struct{ err error }
+
+func (e *startError) Error() string { return e.err.Error() }
+func (e *startError) Unwrap() error { return e.err }
+
+func memberName(i int) string { return fmt.Sprintf("m%d", i) }
+
+// startEtcd starts a member; tests replace it to make a start fail.
+var startEtcd = embed.StartEtcd
+
+// launch is one attempt of Launch.
+func launch(ctx context.Context, opts Options) (*Cluster, error) {
 	n := max(opts.Members, 1)
 	c := &Cluster{dir: opts.Dir}
 	if c.dir == "" {
@@ -93,7 +135,7 @@ func Launch(ctx context.Context, opts Options) (*Cluster, error) {
 			c.Close()
 			return nil, fmt.Errorf("etcdtest: listen on %s: %w", cu.Host, err)
 		}
-		name := fmt.Sprintf("m%d", i)
+		name := memberName(i)
 		c.members = append(c.members, &member{
 			name: name, dir: filepath.Join(c.dir, name),
 			clientURL: cu, innerURL: iu, peerURL: pu, door: d,
@@ -102,10 +144,10 @@ func Launch(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	cluster := strings.Join(initial, ",")
 	for _, m := range c.members {
-		e, err := embed.StartEtcd(m.config(cluster))
+		e, err := startEtcd(m.config(cluster))
 		if err != nil {
 			c.Close()
-			return nil, fmt.Errorf("etcdtest: start %s: %w", m.name, err)
+			return nil, &startError{fmt.Errorf("etcdtest: start %s: %w", m.name, err)}
 		}
 		m.etcd = e
 	}
@@ -225,6 +267,16 @@ func (c *Cluster) StopMember(i int) {
 	c.mu.Unlock()
 	if e != nil {
 		m.door.close()
+		select {
+		case <-e.Server.ReadyNotify():
+		default:
+			// Never ready: its cluster did not form (Launch is giving up
+			// after another member failed to start). embed's Close waits
+			// for the member's client servers, which start only once it
+			// is ready or stopping, so stop the server first or Close
+			// would wait for ever.
+			e.Server.HardStop()
+		}
 		e.Close()
 	}
 }

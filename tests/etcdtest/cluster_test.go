@@ -2,10 +2,12 @@ package etcdtest
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
 )
 
 // A value written before a member's restart is there after it, and the
@@ -100,5 +102,53 @@ func TestPartitionAndHeal(t *testing.T) {
 	}
 	if len(got.Kvs) != 1 || string(got.Kvs[0].Value) != "majority" {
 		t.Fatalf("healed member reads %v, want k=majority", got.Kvs)
+	}
+}
+
+// A member that fails to start - in real runs, a port another process took
+// - makes Launch stop the members already started, which never became
+// ready, and start the cluster again, instead of failing or hanging.
+func TestLaunchRetriesAFailedStart(t *testing.T) {
+	failed := false
+	startEtcd = func(cfg *embed.Config) (*embed.Etcd, error) {
+		if cfg.Name == memberName(1) && !failed {
+			failed = true
+			return nil, errors.New("test: listen tcp: address already in use")
+		}
+		return embed.StartEtcd(cfg)
+	}
+	t.Cleanup(func() { startEtcd = embed.StartEtcd })
+
+	type launched struct {
+		c   *Cluster
+		err error
+	}
+	done := make(chan launched, 1)
+	dir := t.TempDir()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
+		defer cancel()
+		c, err := Launch(ctx, Options{Members: 3, Dir: dir})
+		done <- launched{c, err}
+	}()
+	var c *Cluster
+	select {
+	case l := <-done:
+		if l.err != nil {
+			t.Fatalf("Launch: %v", l.err)
+		}
+		c = l.c
+		t.Cleanup(func() { c.Close() })
+	case <-time.After(2 * StartTimeout):
+		t.Fatal("Launch did not return after a member failed to start")
+	}
+	if !failed {
+		t.Fatal("the injected start failure did not happen")
+	}
+	cli := c.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := cli.Put(ctx, "k", "v"); err != nil {
+		t.Fatalf("put on the cluster started again: %v", err)
 	}
 }
