@@ -52,13 +52,13 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 	if ctx.Err() != nil {
 		return backend.Claim{}, ctxError(ctx, "etcd acquire")
 	}
-	name := b.names.borrow(req.Key)
+	name, parked := b.names.borrow(req.Key)
 	dir := b.layout.dir(req.Key)
 	a := &acquisition{b: b, req: req, name: name, claimKey: dir + name, dir: dir}
 	if req.Stamp != nil {
 		a.stampKey = b.layout.stamp(req.Key)
 	}
-	e, err := b.reg.add(a.claimKey, req.OnLost)
+	e, err := b.reg.add(a.claimKey, req.OnLost, parked)
 	if err != nil {
 		// A lent name is no other acquisition's, so this is a bug; the
 		// name is forgotten rather than lent again.
@@ -73,16 +73,18 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 		err = a.lostError()
 	}
 	if err != nil {
-		b.reg.remove(e)
 		if !a.mayExist {
-			b.names.giveBack(req.Key, name) // no claim was created under it
+			// No claim was created under the name: it goes back at once,
+			// with its watch.
+			b.names.giveBack(req.Key, name, b.reg.detach(e))
 			return backend.Claim{}, err
 		}
+		b.reg.remove(e)
 		// Clean up before returning unless that could keep the caller
 		// long past its deadline: etcd just failed to answer in time.
 		now := ctx.Err() == nil || !errors.Is(err, backend.ErrUnavailable)
 		// The name is lent again only once its claim is known gone.
-		b.discard(ctx, a.claimKey, a.token, now, func() { b.names.giveBack(req.Key, name) })
+		b.discard(ctx, a.claimKey, a.token, now, func() { b.names.giveBack(req.Key, name, nil) })
 		return backend.Claim{}, err
 	}
 	return c, nil

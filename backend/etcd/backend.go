@@ -70,12 +70,12 @@ func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 	b := &Backend{
 		cli:    cli,
 		layout: newLayout(cfg.prefix),
-		names:  newNamePool(),
 		ctx:    ctx,
 		cancel: cancel,
 	}
 	b.keeper = newKeeper(ctx, cli, b.spawn)
 	b.reg = newRegistry(newMux(ctx, cli, b.spawn))
+	b.names = newNamePool(b.reg.mux.stop)
 	return b, nil
 }
 

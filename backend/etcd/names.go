@@ -37,62 +37,89 @@ import (
 //     name has a higher create revision (etcd's revision counter only
 //     grows), so tokens stay strictly increasing and a late Release or
 //     renewal aimed at an earlier incarnation compares unequal.
+//
+// A free name keeps the watch its last claim was watched with, parked (see
+// mux.park): the next acquisition that borrows the name adopts it instead
+// of creating a watch and cancelling it again, so a key taken over and over
+// costs its Backend no watch traffic but the one delete event of each
+// release. A parked watch is for no incarnation yet (its resume revision is
+// unknown, as for a watch started before its claim exists), so adopting it
+// is exactly as safe as starting a new watch early.
 
 // Bounds on what a Backend remembers. One free name per key is the common
 // case (one acquisition of the key at a time from this Backend); a few more
 // absorb bursts of concurrent waiters from the same Backend. The number of
 // keys remembered is capped so that a Backend taking ever-new keys does not
 // grow without bound: past the cap an arbitrary key's names are forgotten.
+// Parked watches are capped separately, since each costs etcd a watcher:
+// past the cap, a released claim's watch is cancelled, as it would be
+// without parking, and its name is kept without one.
 const (
-	maxFreeNames = 4
-	maxNamedKeys = 4096
+	maxFreeNames     = 4
+	maxNamedKeys     = 4096
+	maxParkedWatches = 1024
 )
 
-// namePool holds the free claim names of one Backend, per lock key. Safe for
-// concurrent use; the zero value is not usable, see newNamePool.
+// namePool holds the free claim names of one Backend, per lock key, with
+// their parked watches. Safe for concurrent use; the zero value is not
+// usable, see newNamePool.
 type namePool struct {
-	mu   sync.Mutex
-	keys map[string]*freeNames // by lock key
+	stop func(*keyWatch) // ends a parked watch the pool lets go of
+
+	mu     sync.Mutex
+	keys   map[string]*freeNames // by lock key
+	parked int                   // watches held in keys
 }
 
-// freeNames is a small stack of the free names of one key.
+// freeNames is a small stack of the free names of one key, each with its
+// parked watch or nil.
 type freeNames struct {
-	n     int
-	names [maxFreeNames]string
+	n       int
+	names   [maxFreeNames]string
+	watches [maxFreeNames]*keyWatch
 }
 
-func newNamePool() *namePool {
-	return &namePool{keys: make(map[string]*freeNames)}
+// newNamePool returns an empty pool; stop is called, without the pool's
+// lock, for each parked watch the pool drops.
+func newNamePool(stop func(*keyWatch)) *namePool {
+	return &namePool{stop: stop, keys: make(map[string]*freeNames)}
 }
 
 // borrow returns a name for a claim on key that no acquisition of this
-// Backend is using: a free one if there is one, else a new random UUID. The
-// caller owns it until it calls giveBack, which it must do only once the
-// claim under the name is known to be gone from etcd.
-func (p *namePool) borrow(key string) string {
+// Backend is using, with its parked watch if it has one (else nil): a free
+// name if there is one, else a new random UUID. The caller owns both until
+// it calls giveBack, which it must do only once the claim under the name is
+// known to be gone from etcd.
+func (p *namePool) borrow(key string) (string, *keyWatch) {
 	p.mu.Lock()
 	if f := p.keys[key]; f != nil && f.n > 0 {
 		f.n--
-		name := f.names[f.n]
-		f.names[f.n] = ""
+		name, w := f.names[f.n], f.watches[f.n]
+		f.names[f.n], f.watches[f.n] = "", nil
+		if w != nil {
+			p.parked--
+		}
 		p.mu.Unlock()
-		return name
+		return name, w
 	}
 	p.mu.Unlock()
-	return uuid.NewString()
+	return uuid.NewString(), nil
 }
 
-// giveBack returns a borrowed name of key to the pool, or forgets it if the
-// key already has maxFreeNames free names.
-func (p *namePool) giveBack(key, name string) {
+// giveBack returns a borrowed name of key to the pool, with w, the name's
+// parked watch (nil if none). The name is forgotten if the key already has
+// maxFreeNames free names, and w is stopped if the name is forgotten or the
+// pool already holds maxParkedWatches watches.
+func (p *namePool) giveBack(key, name string, w *keyWatch) {
+	var drop []*keyWatch
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	f := p.keys[key]
 	if f == nil {
 		if len(p.keys) >= maxNamedKeys {
 			// Evict an arbitrary key (map iteration starts at a random
 			// place): its names are forgotten, which is always safe.
-			for k := range p.keys {
+			for k, ev := range p.keys {
+				drop = p.forgetLocked(ev, drop)
 				delete(p.keys, k)
 				break
 			}
@@ -100,8 +127,35 @@ func (p *namePool) giveBack(key, name string) {
 		f = &freeNames{}
 		p.keys[key] = f
 	}
-	if f.n < maxFreeNames {
-		f.names[f.n] = name
+	switch {
+	case f.n == maxFreeNames:
+		drop = append(drop, w)
+	case w != nil && p.parked >= maxParkedWatches:
+		drop = append(drop, w)
+		w = nil
+		fallthrough
+	default:
+		f.names[f.n], f.watches[f.n] = name, w
 		f.n++
+		if w != nil {
+			p.parked++
+		}
 	}
+	p.mu.Unlock()
+	for _, w := range drop {
+		if w != nil {
+			p.stop(w)
+		}
+	}
+}
+
+// forgetLocked appends f's parked watches to drop.
+func (p *namePool) forgetLocked(f *freeNames, drop []*keyWatch) []*keyWatch {
+	for _, w := range f.watches[:f.n] {
+		if w != nil {
+			drop = append(drop, w)
+			p.parked--
+		}
+	}
+	return drop
 }

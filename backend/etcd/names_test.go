@@ -11,8 +11,8 @@ import (
 )
 
 func TestNamePoolLendsBackWhatWasGiven(t *testing.T) {
-	p := newNamePool()
-	a1, a2 := p.borrow("a"), p.borrow("a")
+	p := newNamePool(nil)
+	a1, a2 := borrowName(p, "a"), borrowName(p, "a")
 	if a1 == a2 {
 		t.Fatalf("two borrows with nothing given back returned the same name %q", a1)
 	}
@@ -21,48 +21,48 @@ func TestNamePoolLendsBackWhatWasGiven(t *testing.T) {
 			t.Fatalf("new name %q is not a UUID: %v", n, err)
 		}
 	}
-	p.giveBack("a", a1)
-	if got := p.borrow("b"); got == a1 {
+	p.giveBack("a", a1, nil)
+	if got := borrowName(p, "b"); got == a1 {
 		t.Fatal("a name given back for key a was lent for key b")
 	}
-	if got := p.borrow("a"); got != a1 {
+	if got := borrowName(p, "a"); got != a1 {
 		t.Fatalf("borrow after giveBack = %q, want the free name %q", got, a1)
 	}
-	if got := p.borrow("a"); got == a1 || got == a2 {
+	if got := borrowName(p, "a"); got == a1 || got == a2 {
 		t.Fatalf("borrow lent %q again while it was still out", got)
 	}
 }
 
 func TestNamePoolBounds(t *testing.T) {
 	t.Run("free names per key", func(t *testing.T) {
-		p := newNamePool()
+		p := newNamePool(nil)
 		given := map[string]bool{}
 		var out []string
 		for range maxFreeNames + 3 {
-			n := p.borrow("k")
+			n := borrowName(p, "k")
 			given[n] = true
 			out = append(out, n)
 		}
 		for _, n := range out {
-			p.giveBack("k", n)
+			p.giveBack("k", n, nil)
 		}
 		if got := p.keys["k"].n; got != maxFreeNames {
 			t.Fatalf("%d free names kept for one key, want %d", got, maxFreeNames)
 		}
 		for i := range maxFreeNames {
-			if n := p.borrow("k"); !given[n] {
+			if n := borrowName(p, "k"); !given[n] {
 				t.Fatalf("borrow %d returned new name %q while free names were kept", i, n)
 			}
 		}
-		if n := p.borrow("k"); given[n] {
+		if n := borrowName(p, "k"); given[n] {
 			t.Fatalf("borrow returned %q, a name that should have been forgotten or is out", n)
 		}
 	})
 	t.Run("keys remembered", func(t *testing.T) {
-		p := newNamePool()
+		p := newNamePool(nil)
 		for i := range maxNamedKeys + 100 {
 			k := fmt.Sprintf("key-%d", i)
-			p.giveBack(k, p.borrow(k))
+			p.giveBack(k, borrowName(p, k), nil)
 		}
 		if got := len(p.keys); got > maxNamedKeys {
 			t.Fatalf("%d keys remembered, want at most %d", got, maxNamedKeys)
@@ -72,7 +72,7 @@ func TestNamePoolBounds(t *testing.T) {
 
 // Concurrent borrowers of one key never hold the same name at once.
 func TestNamePoolConcurrentBorrowersNeverShare(t *testing.T) {
-	p := newNamePool()
+	p := newNamePool(nil)
 	var (
 		mu    sync.Mutex
 		out   = map[string]bool{} // names between borrow and giveBack
@@ -84,7 +84,7 @@ func TestNamePoolConcurrentBorrowersNeverShare(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			for range 500 {
-				n := p.borrow("k")
+				n := borrowName(p, "k")
 				mu.Lock()
 				if out[n] {
 					dup = n
@@ -95,7 +95,7 @@ func TestNamePoolConcurrentBorrowersNeverShare(t *testing.T) {
 				mu.Lock()
 				delete(out, n)
 				mu.Unlock()
-				p.giveBack("k", n)
+				p.giveBack("k", n, nil)
 			}
 		})
 	}
@@ -110,4 +110,93 @@ func TestNamePoolConcurrentBorrowersNeverShare(t *testing.T) {
 	if dup != "" {
 		t.Fatalf("name %q was lent to two borrowers at once", dup)
 	}
+}
+
+// borrowName borrows a name from a pool that holds no watches.
+func borrowName(p *namePool, key string) string {
+	n, _ := p.borrow(key)
+	return n
+}
+
+// A parked watch comes back with its name, and every watch the pool lets go
+// of - the name forgotten, too many watches parked, the key evicted - is
+// stopped, so none is left open for nobody.
+func TestNamePoolParkedWatches(t *testing.T) {
+	stopped := map[*keyWatch]bool{}
+	p := newNamePool(func(w *keyWatch) { stopped[w] = true })
+
+	w := &keyWatch{key: "k/1"}
+	p.giveBack("k", "n1", w)
+	if n, got := p.borrow("k"); n != "n1" || got != w {
+		t.Fatalf("borrow = %q, %p; want n1 with its parked watch %p", n, got, w)
+	}
+	if p.parked != 0 {
+		t.Fatalf("%d watches counted as parked after the only one was borrowed", p.parked)
+	}
+
+	t.Run("name forgotten", func(t *testing.T) {
+		var ws []*keyWatch
+		for i := range maxFreeNames + 1 {
+			w := &keyWatch{key: fmt.Sprint(i)}
+			ws = append(ws, w)
+			p.giveBack("full", fmt.Sprint("n", i), w)
+		}
+		if !stopped[ws[maxFreeNames]] {
+			t.Fatal("the watch of a forgotten name was not stopped")
+		}
+		for _, w := range ws[:maxFreeNames] {
+			if stopped[w] {
+				t.Fatal("the watch of a kept name was stopped")
+			}
+		}
+	})
+	t.Run("cap on parked watches", func(t *testing.T) {
+		p := newNamePool(func(w *keyWatch) { stopped[w] = true })
+		var last *keyWatch
+		for i := range maxParkedWatches + 1 {
+			last = &keyWatch{key: fmt.Sprint(i)}
+			p.giveBack(fmt.Sprint("key-", i), "n", last)
+		}
+		if p.parked != maxParkedWatches {
+			t.Fatalf("%d watches parked, want the cap %d", p.parked, maxParkedWatches)
+		}
+		if !stopped[last] {
+			t.Fatal("a watch past the cap was not stopped")
+		}
+		if n, got := p.borrow(fmt.Sprint("key-", maxParkedWatches)); n != "n" || got != nil {
+			t.Fatalf("borrow = %q, %p; want the name kept without its watch", n, got)
+		}
+	})
+	t.Run("key evicted", func(t *testing.T) {
+		p := newNamePool(func(w *keyWatch) { stopped[w] = true })
+		var ws []*keyWatch
+		for i := range maxNamedKeys + 1 {
+			w := &keyWatch{key: fmt.Sprint(i)}
+			if i >= maxParkedWatches {
+				w = nil // under the cap, so that every eviction drops a watch it holds
+			}
+			ws = append(ws, w)
+			p.giveBack(fmt.Sprint("key-", i%maxParkedWatches, "-", i), "n", w)
+		}
+		held := 0
+		for _, f := range p.keys {
+			for _, w := range f.watches[:f.n] {
+				if w != nil {
+					held++
+					if stopped[w] {
+						t.Fatal("a watch still in the pool was stopped")
+					}
+				}
+			}
+		}
+		dropped := 0
+		for _, w := range ws {
+			if w != nil && stopped[w] {
+				dropped++
+			}
+		}
+		if held != p.parked || held+dropped != maxParkedWatches {
+			t.Fatalf("%d watches held (counted %d) and %d stopped, want %d in all", held, p.parked, dropped, maxParkedWatches)
+		}
+	})
 }

@@ -14,7 +14,7 @@ func waiter(t *testing.T, tm *testMux) *acquisition {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	b := &Backend{ctx: ctx, reg: newRegistry(tm.mux)}
-	e, err := b.reg.add("own", nil)
+	e, err := b.reg.add("own", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

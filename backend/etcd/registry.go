@@ -57,17 +57,30 @@ func newRegistry(m *mux) *registry {
 	return &registry{mux: m, entries: make(map[string]*entry)}
 }
 
-// add registers the claim key for one Acquire. A key already registered
-// would mean two concurrent Acquires share a claim name, which the caller
-// must rule out; it is reported rather than silently shared.
-func (r *registry) add(key string, onLost backend.LossListener) (*entry, error) {
+// add registers the claim key for one Acquire, with w, the parked watch
+// that came with the claim's name (nil if none), as its watch. A key
+// already registered would mean two concurrent Acquires share a claim
+// name, which the caller must rule out; it is reported rather than
+// silently shared, and w is stopped.
+func (r *registry) add(key string, onLost backend.LossListener, w *keyWatch) (*entry, error) {
+	e := &entry{reg: r, key: key, onLost: onLost, lost: make(chan struct{})}
+	if w != nil && !r.mux.adopt(w, e) {
+		w = nil // it failed while parked; a new one is started as usual
+	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if _, dup := r.entries[key]; dup {
+		r.mu.Unlock()
+		if w != nil {
+			r.mux.stop(w)
+		}
 		return nil, fmt.Errorf("etcd: claim %q is already being acquired or held by this Backend", key)
 	}
-	e := &entry{reg: r, key: key, onLost: onLost, lost: make(chan struct{})}
+	// An adopted watch's resume revision is unknown until setToken, like
+	// that of a watch started by watchEarly, so it reports no delete
+	// before then: e needs no guard against an early notice.
+	e.watch = w
 	r.entries[key] = e
+	r.mu.Unlock()
 	return e, nil
 }
 
@@ -141,23 +154,47 @@ func (r *registry) remove(e *entry) {
 	}
 }
 
+// detach forgets e like remove, but parks its watch (see mux.park) and
+// returns it, to go back to the name pool with e's name; nil if e had no
+// watch or it could not be parked (it is stopped then). The caller must be
+// giving the name back now: a parked watch is only for a free name.
+func (r *registry) detach(e *entry) *keyWatch {
+	r.mu.Lock()
+	w := r.removeLocked(e)
+	r.mu.Unlock()
+	return r.park(w)
+}
+
 // removeClaim forgets the entry of key if it is the claim with token that
 // Acquire handed out, so a Release stops OnLost for exactly that claim. It
 // reports whether it did: at most one call does per claim, and none once
-// the claim's loss was seen.
-func (r *registry) removeClaim(key string, token int64) bool {
+// the claim's loss was seen. The claim's watch is parked, not stopped, and
+// returned (nil if none or it could not be parked): the caller stops it,
+// or gives it back to the name pool once the claim is known to be gone.
+// Parking before the release's delete is sent makes that delete one the
+// watch merely remembers, not a loss.
+func (r *registry) removeClaim(key string, token int64) (bool, *keyWatch) {
 	r.mu.Lock()
 	e := r.entries[key]
 	if e == nil || !e.holding || e.token != token {
 		r.mu.Unlock()
-		return false
+		return false, nil
 	}
 	w := r.removeLocked(e)
 	r.mu.Unlock()
-	if w != nil {
-		r.mux.stop(w)
+	return true, r.park(w)
+}
+
+// park parks w, or stops it if it cannot be parked; nil in, nil out.
+func (r *registry) park(w *keyWatch) *keyWatch {
+	if w == nil {
+		return nil
 	}
-	return true
+	if !r.mux.park(w) {
+		r.mux.stop(w)
+		return nil
+	}
+	return w
 }
 
 // removeLocked ends e and returns its watch, for the caller to stop once

@@ -3,6 +3,7 @@ package etcd
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,7 +28,7 @@ func TestRegistryReportsLoss(t *testing.T) {
 			tm := newTestMux(t)
 			r := newRegistry(tm.mux)
 			lost := make(lossRecorder, 2)
-			e, err := r.add("claim", lost)
+			e, err := r.add("claim", lost, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -50,7 +51,7 @@ func TestRegistryReportsLoss(t *testing.T) {
 			}
 			none(t, lost, "a second OnLost, or one for a claim not handed out")
 			// The name is free for another acquisition once the loss is known.
-			if _, err := r.add("claim", nil); err != nil {
+			if _, err := r.add("claim", nil, nil); err != nil {
 				t.Fatalf("add after the loss: %v", err)
 			}
 		})
@@ -63,33 +64,95 @@ func TestRegistryReleasedClaimIsSilent(t *testing.T) {
 	tm := newTestMux(t)
 	r := newRegistry(tm.mux)
 	lost := make(lossRecorder, 1)
-	e, _ := r.add("claim", lost)
+	e, _ := r.add("claim", lost, nil)
 	token := tm.e.put("claim")
 	r.setToken(e, token)
 	r.promote(e)
 	tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 1 }, "the claim's watch")
-	if r.removeClaim("claim", token-1) {
+	if ok, _ := r.removeClaim("claim", token-1); ok {
 		t.Fatal("removeClaim with another token removed the claim")
 	}
-	if _, err := r.add("claim", nil); err == nil {
+	if _, err := r.add("claim", nil, nil); err == nil {
 		t.Fatal("a second concurrent add of the same key succeeded")
 	}
-	if !r.removeClaim("claim", token) {
+	ok, w := r.removeClaim("claim", token)
+	if !ok {
 		t.Fatal("removeClaim of the claim's own token did nothing")
 	}
-	if r.removeClaim("claim", token) {
+	if w == nil {
+		t.Fatal("the released claim's live watch was not parked")
+	}
+	if again, _ := r.removeClaim("claim", token); again {
 		t.Fatal("a second removeClaim reported success")
 	}
 	tm.e.del("claim")
 	// A barrier on the same stream: once its delete is seen, the claim's
 	// would have been.
-	rev := tm.e.put("barrier")
-	_, br := startWatch(t, tm, "barrier", rev+1)
-	tm.e.del("barrier")
-	recv(t, br.deleted, "barrier")
+	barrier(t, tm)
 	none(t, lost, "OnLost after release")
-	if _, err := r.add("claim", nil); err != nil {
+	e2, err := r.add("claim", nil, nil)
+	if err != nil {
 		t.Fatalf("add after release: %v", err)
+	}
+	r.remove(e2)
+	tm.mux.stop(w)
+}
+
+// A released claim's watch, parked with its name, serves the next claim
+// under that name: the release's delete, seen while parked, is not that
+// claim's loss, the new claim's own delete is, and no watch is created or
+// cancelled for it.
+func TestRegistryParkedWatchServesTheNextClaim(t *testing.T) {
+	for _, delSeen := range []bool{true, false} {
+		t.Run(fmt.Sprintf("releaseDeleteSeenFirst=%v", delSeen), func(t *testing.T) {
+			tm := newTestMux(t)
+			r := newRegistry(tm.mux)
+			first := make(lossRecorder, 1)
+			e, _ := r.add("claim", first, nil)
+			r.setToken(e, tm.e.put("claim"))
+			r.promote(e)
+			tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 1 }, "the claim's watch")
+			ok, w := r.removeClaim("claim", e.token)
+			if !ok || w == nil {
+				t.Fatalf("removeClaim = %v, %p; want the watch parked", ok, w)
+			}
+			tm.e.del("claim") // the release
+			if delSeen {
+				barrier(t, tm)
+			}
+
+			next := make(lossRecorder, 1)
+			e2, err := r.add("claim", next, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.setToken(e2, tm.e.put("claim")) || !r.promote(e2) {
+				t.Fatal("the next claim counted as lost by the release of the one before")
+			}
+			barrier(t, tm)
+			none(t, next, "OnLost while the next claim is there")
+			none(t, first, "OnLost of the released claim")
+			tm.mux.mu.Lock()
+			id := w.id
+			tm.mux.mu.Unlock()
+			tm.e.mu.Lock()
+			creates := 0
+			for _, cr := range tm.e.createsLocked(0) {
+				if string(cr.Key) == "claim" {
+					creates++
+				}
+			}
+			cancelled := slices.Contains(tm.e.cancelsLocked(0), id)
+			tm.e.mu.Unlock()
+			if creates != 1 || cancelled {
+				t.Fatalf("%d watches created on the claim's name, and cancelled: %v; want 1 serving both claims, live", creates, cancelled)
+			}
+			del := tm.e.del("claim")
+			cause := recv(t, next, "OnLost after the next claim's delete")
+			if want := fmt.Sprintf("revision %d", del); !strings.Contains(cause.Error(), want) {
+				t.Fatalf("OnLost: %v; want it to name the delete at %s", cause, want)
+			}
+		})
 	}
 }
 
@@ -107,8 +170,8 @@ func TestRegistryLossBeforeTheWatch(t *testing.T) {
 			tm.e.setLagging(lagging)
 			r := newRegistry(tm.mux)
 			gone, kept := make(lossRecorder, 1), make(lossRecorder, 1)
-			eg, _ := r.add("gone", gone)
-			ek, _ := r.add("kept", kept)
+			eg, _ := r.add("gone", gone, nil)
+			ek, _ := r.add("kept", kept, nil)
 			tg := tm.e.put("gone")
 			tk := tm.e.put("kept")
 			tm.e.del("gone") // before either watch exists
@@ -167,7 +230,7 @@ func TestRegistryEarlyWatch(t *testing.T) {
 		tm := newTestMux(t)
 		r := newRegistry(tm.mux)
 		lost := make(lossRecorder, 2)
-		e, err := r.add("claim", lost)
+		e, err := r.add("claim", lost, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +305,7 @@ func TestRegistryEarlyWatch(t *testing.T) {
 			for _, gone := range []bool{false, true} {
 				key := fmt.Sprint("claim-", gone)
 				lost := make(lossRecorder, 2)
-				e, _ := r.add(key, lost)
+				e, _ := r.add(key, lost, nil)
 				token := tm.e.put(key) // created before the watch reaches etcd
 				if gone {
 					tm.e.del(key)

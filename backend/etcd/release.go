@@ -29,18 +29,27 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 	// loss. Only the call that unregisters the claim may give its name
 	// back: a repeated, late or forged Release of the same name must not
 	// return a name lent to someone else since. Token 0 names no claim.
-	lent := c.Token != 0 && b.reg.removeClaim(key, int64(c.Token))
+	// The claim's watch is parked, not cancelled, and goes back with the
+	// name, so the next Acquire of the key reuses it (see names.go).
+	var lent bool
+	var w *keyWatch
+	if c.Token != 0 {
+		lent, w = b.reg.removeClaim(key, int64(c.Token))
+	}
 	_, err := b.cli.Txn(ctx).
 		If(incarnation(key, int64(c.Token))).
 		Then(clientv3.OpDelete(key)).
 		Commit()
 	if err != nil {
 		// Whether the claim is gone is unknown: the name is forgotten.
+		if w != nil {
+			b.reg.mux.stop(w)
+		}
 		return rpcError(ctx, "release", err)
 	}
 	if lent {
 		// Deleted now or found gone already: either way the name is free.
-		b.names.giveBack(c.Key, c.ID)
+		b.names.giveBack(c.Key, c.ID, w)
 	}
 	return nil
 }

@@ -101,6 +101,9 @@ type keyWatch struct {
 	// yet), and the highest delete it delivered.
 	covered int64
 	maxDel  int64
+	// epoch counts the watch's parkings; a gap check queued in an earlier
+	// epoch was for an incarnation the watch no longer serves.
+	epoch uint32
 }
 
 type watchState uint8
@@ -265,7 +268,7 @@ func (m *mux) setFrom(w *keyWatch, from int64) {
 	case w.maxDel >= from:
 		ns = append(ns, m.finishLocked(w, w.maxDel, nil))
 	case s != nil && w.covered > from:
-		m.gaps = append(m.gaps, gapCheck{w: w, at: w.covered - 1})
+		m.gaps = append(m.gaps, gapCheck{w: w, at: w.covered - 1, epoch: w.epoch})
 		m.startChecksLocked()
 	}
 	// Otherwise it is confirmed at or below from-1 (no gap), or not yet:
@@ -277,6 +280,53 @@ func (m *mux) setFrom(w *keyWatch, from int64) {
 		m.flush(s) // the cancel
 	}
 }
+
+// park takes a live watch off its incarnation, whose claim its owner is
+// about to delete or has just deleted, and keeps it open for no one: its
+// resume revision becomes unknown again, as for a watch started before its
+// key's incarnation exists, so the deletes it delivers from now on (the
+// owner's own delete among them) are only remembered, and whatever was
+// pending for the old incarnation (a gap check) is void. A later adopt
+// hands it to an acquisition that borrows the same name, whose setFrom then
+// settles it exactly as for a watch started early. park reports false, and
+// changes nothing, if w is not live (done, or its resume revision was
+// compacted and a check of the key is pending); the caller then stops it.
+// The target hears nothing more once park has returned, except for a call
+// the mux had already begun.
+func (m *mux) park(w *keyWatch) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if w.state != watchLive {
+		return false
+	}
+	w.target = parked{}
+	w.from = 0
+	w.epoch++
+	return true
+}
+
+// adopt makes t the target of w, a watch parked by park and not adopted
+// since. It reports false if w is no longer live (etcd refused it when it
+// was created again, or the mux stopped); the caller then starts a new
+// watch instead.
+func (m *mux) adopt(w *keyWatch, t watchTarget) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if w.state != watchLive {
+		return false
+	}
+	w.target = t
+	return true
+}
+
+// parked is the target of a parked watch: nothing happens to it that
+// anyone needs to hear of. (keyDeleted cannot come: a parked watch's
+// resume revision is unknown, so the mux only remembers deletes.)
+type parked struct{}
+
+func (parked) watchCreated(int64) {}
+func (parked) keyDeleted(int64)   {}
+func (parked) watchFailed(error)  {}
 
 // raise moves w's resume revision up to from: the caller has seen the
 // watched incarnation still present at revision from-1.

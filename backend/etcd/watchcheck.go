@@ -53,8 +53,9 @@ const watchBatch = 100
 // gapCheck is a watch created at etcd's current revision at, which has to
 // be told whether its incarnation was deleted in [w.from, at].
 type gapCheck struct {
-	w  *keyWatch
-	at int64
+	w     *keyWatch
+	at    int64
+	epoch uint32 // w.epoch when queued: a check of an earlier epoch is void
 }
 
 // startChecksLocked starts the check goroutine unless it runs. Called with
@@ -115,7 +116,7 @@ func (m *mux) takeChecks() ([]gapCheck, []*keyWatch) {
 		g := m.gaps[0]
 		m.gaps[0] = gapCheck{}
 		m.gaps = m.gaps[1:]
-		if g.w.state == watchLive {
+		if g.w.state == watchLive && g.epoch == g.w.epoch {
 			gaps = append(gaps, g)
 		}
 	}
@@ -166,8 +167,8 @@ func (m *mux) checkGaps(gaps []gapCheck) error {
 	kick := false
 	for i, g := range gaps {
 		w := g.w
-		if w.state != watchLive {
-			continue // stopped, finished or compacted meanwhile
+		if w.state != watchLive || w.epoch != g.epoch {
+			continue // stopped, finished, compacted or parked meanwhile
 		}
 		if n, gone := m.settleLocked(w, rangeKvs(resp, i), revs(i)); gone {
 			ns = append(ns, n)

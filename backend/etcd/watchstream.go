@@ -184,14 +184,15 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 			// delete above it is delivered.
 			covered = r.Header.GetRevision() + 1
 		}
-		switch {
-		case w.from == 0:
-			w.covered = covered // setFrom decides
-		case covered > w.from:
+		// Recorded whatever from is: a watch that is parked later (see
+		// park) needs it as much as one started early.
+		w.covered = covered
+		if w.from != 0 && covered > w.from {
 			// A read settles the deletes from w.from on (watchcheck.go).
-			m.gaps = append(m.gaps, gapCheck{w: w, at: covered - 1})
+			m.gaps = append(m.gaps, gapCheck{w: w, at: covered - 1, epoch: w.epoch})
 			m.startChecksLocked()
 		}
+		// Otherwise (from 0) setFrom decides.
 		return []notice{{t: w.target, kind: noticeCreated, rev: covered}}, false, false
 
 	case r.CompactRevision != 0:

@@ -434,3 +434,59 @@ func (n *nameLog) created(t *testing.T, dir string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// A claim's watch is reused by the next claim under the same name: a key
+// taken over and over, TryAcquires on it included, creates one watch in
+// all, and the claim that inherits it still learns of its loss - an
+// operator's delete, or its lease's revoke - through it.
+func TestWatchReusedAcrossAcquisitions(t *testing.T) {
+	for _, loss := range []string{"OperatorDelete", "LeaseRevoked"} {
+		t.Run(loss, func(t *testing.T) {
+			prefix := uniquePrefix(t)
+			var wc watchCounter
+			b, cli := newBackend(t, shared, prefix, wc.configure)
+			l := grant(t, b, 30*time.Second)
+			for i := range 20 {
+				c := acquire(t, b, request("k", l, "cycle"))
+				try := request("k", l, "try")
+				try.Wait = false
+				if _, err := b.Acquire(testCtx(t, waitBound), try); !errors.Is(err, backend.ErrLocked) {
+					t.Fatalf("cycle %d: TryAcquire of a held key: %v, want ErrLocked", i, err)
+				}
+				if err := b.Release(testCtx(t, waitBound), c); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// One watch per name in use at once: the holder's, and the
+			// TryAcquire's name never had a claim, so never a watch.
+			if n := wc.single.Load(); n != 1 {
+				t.Fatalf("%d watches created over 20 cycles, want 1 reused by every claim", n)
+			}
+
+			lost := newLostSignal()
+			r := request("k", l, "last")
+			r.OnLost = backend.LossFunc(lost.onLost)
+			c := acquire(t, b, r)
+			at := time.Now()
+			switch loss {
+			case "OperatorDelete":
+				resp, err := cli.Delete(testCtx(t, waitBound), b.ClaimKey(c))
+				if err != nil || resp.Deleted != 1 {
+					t.Fatalf("delete %s: %v (%d deleted)", b.ClaimKey(c), err, resp.Deleted)
+				}
+			case "LeaseRevoked":
+				if err := b.Revoke(testCtx(t, waitBound), l.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			took := lost.await(t, lossBound, at)
+			t.Logf("OnLost %v after the loss, on the reused watch", took)
+			if !errors.Is(lost.cause, backend.ErrLeaseExpired) {
+				t.Errorf("OnLost cause %v, want ErrLeaseExpired", lost.cause)
+			}
+			if n := wc.single.Load(); n != 1 {
+				t.Errorf("%d watches created in all, want the one reused", n)
+			}
+		})
+	}
+}
