@@ -81,7 +81,10 @@
 // goroutines, however many locks it holds; the stream is opened again when
 // it fails or its etcd member loses the leader, and every watch resumes
 // from where it was, or, if etcd compacted that revision away, is settled
-// by reading its key.
+// by reading its key. A released claim's watch is not cancelled but kept
+// with its free name, and the next claim under that name takes it over:
+// a key taken again and again costs one watch in all, and each release one
+// delete event.
 //
 // # Leases
 //

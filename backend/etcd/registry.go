@@ -28,8 +28,8 @@ import (
 // that delete, or a check finding the key absent or re-created (see
 // watchcheck.go), means the claim is lost: a waiting Acquire stops waiting
 // (lost is closed) and a holder's OnLost is called. Release and a failed
-// Acquire remove the entry first and cancel the watch, so the delete they
-// make is not reported.
+// Acquire remove the entry first and park or cancel the watch (see
+// removeClaim and detach), so the delete they make is not reported.
 type registry struct {
 	mux *mux
 
