@@ -208,7 +208,7 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 
 	req := backend.AcquireRequest{
 		Key:    b.key,
-		ID:     c.ids.next(),
+		ID:     c.claimID(),
 		Lease:  l.id,
 		Owner:  cmp.Or(b.owner, c.owner),
 		Wait:   wait,

@@ -7,9 +7,10 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// Acquire creates the claim req.ID on req.Key bound to req.Lease and, if
-// req.Wait, blocks until it holds the key, ctx ends, the claim is lost or
-// the Backend closes.
+// Acquire creates a claim on req.Key bound to req.Lease and, if req.Wait,
+// blocks until it holds the key, ctx ends, the claim is lost or the Backend
+// closes. The claim is named req.ID or, when that is empty, by the Backend
+// (see NamesClaims).
 //
 // A fair request takes a token and a place at the end of the key's queue at
 // once. A non-fair one waits outside the queue and takes a token when the
@@ -80,6 +81,12 @@ func (b *Backend) admit(req backend.AcquireRequest) (*claim, chan struct{}, back
 	}
 	c := b.newClaimLocked()
 	c.key, c.lease, c.id, c.owner, c.onLost = k, l, req.ID, req.Owner, req.OnLost
+	if c.id == "" {
+		if c.name == "" {
+			c.name = b.ids.Next()
+		}
+		c.id = c.name
+	}
 	l.claims.pushBack(c, leaseLinks)
 	switch {
 	case !busy:
