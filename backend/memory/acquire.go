@@ -70,7 +70,7 @@ func (b *Backend) admit(req backend.AcquireRequest) (*claim, chan struct{}, back
 		return nil, nil, backend.Claim{}, fmt.Errorf("memory: acquire %q: lease %d is not live: %w",
 			req.Key, req.Lease, backend.ErrLeaseExpired)
 	}
-	k := b.keys[req.Key]
+	k := b.keyLocked(req.Key)
 	busy := k != nil && !k.queue.empty()
 	if busy && !req.Wait {
 		return nil, nil, backend.Claim{}, fmt.Errorf("memory: acquire %q: %w", req.Key, backend.ErrLocked)
@@ -207,7 +207,7 @@ func (b *Backend) Release(_ context.Context, c backend.Claim) error {
 	if b.closed {
 		return errClosed("release")
 	}
-	k := b.keys[c.Key]
+	k := b.keyLocked(c.Key)
 	if k == nil {
 		return nil
 	}
@@ -242,7 +242,7 @@ func (b *Backend) removeLocked(c *claim, why endReason) (lostCall, bool) {
 	if held {
 		b.handOnLocked(k)
 	}
-	if k.idle() && b.keys[k.name] == k {
+	if k.idle() {
 		b.parkLocked(k)
 	}
 	var call lostCall
@@ -265,11 +265,27 @@ func (b *Backend) removeLocked(c *claim, why endReason) (lostCall, bool) {
 // neither allocates its record nor rehashes the map on each cycle, while
 // the map still holds at most one idle key, so a process that touches many
 // keys does not accumulate them.
+//
+// No map lookup is needed to know that k and the parked key are the records
+// in the map: a record is put in the map with its first claim and deleted
+// only here, idle and no longer parked, so the key of any claim still in the
+// store, and the parked key, are always the map's records for their names.
 func (b *Backend) parkLocked(k *keyState) {
-	if p := b.parked; p != nil && p != k && p.idle() && b.keys[p.name] == p {
+	if p := b.parked; p != nil && p != k && p.idle() {
 		delete(b.keys, p.name)
 	}
 	b.parked = k
+}
+
+// keyLocked returns the record of key, or nil. The parked key is looked at
+// first: it is the one most recently freed, so in an acquire/release cycle
+// on one key both calls find it with a string comparison instead of a map
+// lookup.
+func (b *Backend) keyLocked(key string) *keyState {
+	if p := b.parked; p != nil && p.name == key {
+		return p
+	}
+	return b.keys[key]
 }
 
 // handOnLocked gives k, which has just lost its holder, to the next claim:
