@@ -199,7 +199,7 @@ func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*Guard, error) {
 // acquireOnce makes one attempt with one lease. timed says whether a
 // metrics SDK records durations, as decided once per Acquire.
 func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseKey, wait, timed bool) (*Guard, error) {
-	g := &Guard{client: c, key: b.key}
+	g := &Guard{client: c}
 	l, err := c.wd.join(ctx, key, g)
 	if err != nil {
 		return nil, withCtx(ctx, err)
@@ -239,7 +239,7 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 	g.mu.Lock()
 	g.claim, g.hasStamp = claim, req.Stamp != nil
 	if timed {
-		g.acquired = time.Now()
+		g.acquired, g.timed = c.wd.now(), true
 	}
 	// Decided under g.mu, which end takes too: either g is counted as held
 	// here and whoever ends it later (poisoning, Unlock, Close) uncounts
