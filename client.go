@@ -150,7 +150,8 @@ func defaultOwner() string {
 // Lock returns a builder for a lock on key. It never fails: the key and
 // options are checked by Acquire, TryAcquire and Do.
 func (c *LockClient) Lock(key string) *LockBuilder {
-	return &LockBuilder{client: c, key: key, keyErr: validateKey(key), fair: true}
+	b := &LockBuilder{client: c, key: key, keyErr: validateKey(key), fair: true}
+	return b.settle()
 }
 
 // Inspect reports who holds key, with what token and since when, and the
