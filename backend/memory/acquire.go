@@ -28,17 +28,17 @@ import (
 // backend.ErrLeaseExpired (the lease is unknown or ended, or the claim was
 // removed while waiting), backend.ErrClosed, the error of req.Stamp, or
 // ctx's error if it ended first (never ErrLocked then).
-func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Claim, error) {
+func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (held backend.Claim, err error) {
 	if ctx.Err() != nil {
 		return backend.Claim{}, fmt.Errorf("memory: acquire %q: %w", req.Key, ctxErr(ctx))
 	}
-	c, ready, held, err := b.admit(req)
+	c, ready, err := b.admit(&req, &held)
 	if err != nil {
 		return backend.Claim{}, err
 	}
 	if c == nil {
 		// Held at once and nothing to stamp: admit finished it under the
-		// same lock.
+		// same lock, into held.
 		return held, nil
 	}
 	if ready != nil {
@@ -57,23 +57,24 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 // request must wait, the channel that will wake it; the caller finishes
 // the claim with finish (or abandon). A request that holds the key at once
 // and has no stamp to take is finished under the same lock: admit returns a
-// nil claim and the finished Claim, so the common uncontended Acquire locks
-// the Backend once, not twice.
-func (b *Backend) admit(req backend.AcquireRequest) (*claim, chan struct{}, backend.Claim, error) {
+// nil claim and writes the finished Claim to held, so the common
+// uncontended Acquire locks the Backend once, not twice. (Both structs are
+// passed by pointer: copying them is a noticeable part of that path.)
+func (b *Backend) admit(req *backend.AcquireRequest, held *backend.Claim) (*claim, chan struct{}, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return nil, nil, backend.Claim{}, errClosed("acquire")
+		return nil, nil, errClosed("acquire")
 	}
 	l := b.leases[req.Lease]
 	if l == nil {
-		return nil, nil, backend.Claim{}, fmt.Errorf("memory: acquire %q: lease %d is not live: %w",
+		return nil, nil, fmt.Errorf("memory: acquire %q: lease %d is not live: %w",
 			req.Key, req.Lease, backend.ErrLeaseExpired)
 	}
 	k := b.keyLocked(req.Key)
 	busy := k != nil && !k.queue.empty()
 	if busy && !req.Wait {
-		return nil, nil, backend.Claim{}, fmt.Errorf("memory: acquire %q: %w", req.Key, backend.ErrLocked)
+		return nil, nil, fmt.Errorf("memory: acquire %q: %w", req.Key, backend.ErrLocked)
 	}
 	if k == nil {
 		k = &keyState{name: req.Key}
@@ -95,9 +96,9 @@ func (b *Backend) admit(req backend.AcquireRequest) (*claim, chan struct{}, back
 		b.promoteLocked(c)
 		if req.Stamp == nil {
 			c.returned = true
-			held := c.export()
+			*held = c.export()
 			b.doneWithLocked(c)
-			return nil, nil, held, nil
+			return nil, nil, nil
 		}
 	case req.Fair:
 		c.token = b.nextTokenLocked()
@@ -109,7 +110,7 @@ func (b *Backend) admit(req backend.AcquireRequest) (*claim, chan struct{}, back
 		c.ready = make(chan struct{})
 		k.unfair.pushBack(c, keyLinks)
 	}
-	return c, c.ready, backend.Claim{}, nil
+	return c, c.ready, nil
 }
 
 // nextTokenLocked issues a fencing token. One counter serves every key, so
