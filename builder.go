@@ -270,11 +270,9 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 	g.mu.Unlock()
 	if !ok {
 		// The lease was lost (or the client closed) while the backend was
-		// granting the claim. End g first, so that a poisoning that has
-		// already picked it up neither counts nor reports it, then take the
-		// claim back and report the loss.
-		claim, _ := g.endClaim(ErrUnlocked)
-		_ = c.release(ctx, g, claim)
+		// granting the claim: g has ended already, uncounted and
+		// unreported. Take the claim back and report the loss.
+		_ = c.release(ctx, g)
 		if c.closed.Load() {
 			return nil, ErrClosed
 		}

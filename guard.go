@@ -124,18 +124,10 @@ func (g *Guard) Err() error {
 // end ends the guard with err unless it has already ended. It reports
 // whether this call ended it.
 func (g *Guard) end(err error) bool {
-	_, ok := g.endClaim(err)
-	return ok
-}
-
-// endClaim is end that also returns the guard's claim (Token 0 if it was
-// never acquired), read under the same lock.
-func (g *Guard) endClaim(err error) (backend.Claim, bool) {
 	g.mu.Lock()
 	if g.err != nil {
-		c := g.claim
 		g.mu.Unlock()
-		return c, false
+		return false
 	}
 	g.err = err
 	if g.done != nil {
@@ -143,7 +135,6 @@ func (g *Guard) endClaim(err error) (backend.Claim, bool) {
 	}
 	hook := g.onEnd
 	g.onEnd = nil
-	claim := g.claim
 	counted := g.counted
 	g.counted = false
 	g.mu.Unlock()
@@ -154,11 +145,12 @@ func (g *Guard) endClaim(err error) (backend.Claim, bool) {
 		g.client.metrics.held(-1)
 		if !errors.Is(err, ErrUnlocked) {
 			// A held guard lost its lease; acquisitions that never handed
-			// their guard out are reported by Acquire instead.
-			g.client.log.Warn("ashlock: guard poisoned", "key", claim.Key, "token", claim.Token, "cause", err)
+			// their guard out are reported by Acquire instead. Its claim
+			// was written before it was counted, under mu: read-only now.
+			g.client.log.Warn("ashlock: guard poisoned", "key", g.claim.Key, "token", g.claim.Token, "cause", err)
 		}
 	}
-	return claim, true
+	return true
 }
 
 // setOnEnd arranges for f to run once, with the cause, when the guard ends
@@ -212,18 +204,18 @@ func (g *Guard) lost(cause error) {
 // (every time) so the caller learns that the critical section was not
 // protected to the end.
 func (g *Guard) Unlock(ctx context.Context) error {
-	claim, ended := g.endClaim(ErrUnlocked)
+	ended := g.end(ErrUnlocked)
 	if !ended {
 		err := g.Err()
 		if errors.Is(err, ErrUnlocked) {
 			return nil
 		}
 		// Poisoned: the claim may outlive the local deadline on the store.
-		g.client.release(ctx, g, claim)
+		g.client.release(ctx, g)
 		return err
 	}
 	if g.timed {
 		g.client.metrics.holdTime(time.Duration(g.client.wd.now() - g.acquired))
 	}
-	return g.client.release(ctx, g, claim)
+	return g.client.release(ctx, g)
 }
