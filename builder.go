@@ -31,6 +31,18 @@ type LockBuilder struct {
 	ttlSet      bool
 	intervalSet bool
 	fair        bool
+
+	// What settings found, worked out by settle whenever a builder is
+	// made, so that each acquisition does not validate it again.
+	effTTL, effInterval time.Duration
+	err                 error
+}
+
+// settle works out the builder's effective settings; Lock and every setter
+// call it on the builder they return.
+func (b *LockBuilder) settle() *LockBuilder {
+	b.effTTL, b.effInterval, b.err = b.settings()
+	return b
 }
 
 // WithTTL sets the lease TTL: how long the lock survives its holder's
@@ -39,7 +51,7 @@ type LockBuilder struct {
 func (b *LockBuilder) WithTTL(d time.Duration) *LockBuilder {
 	nb := *b
 	nb.ttl, nb.ttlSet = d, true
-	return &nb
+	return nb.settle()
 }
 
 // WithFairness chooses between strict FIFO waiting (true, the default) and
@@ -50,7 +62,7 @@ func (b *LockBuilder) WithTTL(d time.Duration) *LockBuilder {
 func (b *LockBuilder) WithFairness(fair bool) *LockBuilder {
 	nb := *b
 	nb.fair = fair
-	return &nb
+	return &nb // fairness is not validated
 }
 
 // WithWatchdogInterval sets how often the lease is renewed; it must be
@@ -59,7 +71,7 @@ func (b *LockBuilder) WithFairness(fair bool) *LockBuilder {
 func (b *LockBuilder) WithWatchdogInterval(d time.Duration) *LockBuilder {
 	nb := *b
 	nb.interval, nb.intervalSet = d, true
-	return &nb
+	return nb.settle()
 }
 
 // WithOwner sets the label Inspect shows for this holder (default
@@ -67,11 +79,12 @@ func (b *LockBuilder) WithWatchdogInterval(d time.Duration) *LockBuilder {
 func (b *LockBuilder) WithOwner(label string) *LockBuilder {
 	nb := *b
 	nb.owner = label
-	return &nb
+	return nb.settle()
 }
 
 // settings validates the builder and returns the effective TTL and
-// renewal interval, or every problem found.
+// renewal interval, or every problem found. Acquisitions read its result
+// as settled when the builder was made (see settle).
 func (b *LockBuilder) settings() (ttl, interval time.Duration, err error) {
 	var errs []error
 	if b.keyErr != nil {
@@ -165,8 +178,8 @@ func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*Guard, error) {
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	ttl, interval, err := b.settings()
-	if err != nil {
+	ttl, interval := b.effTTL, b.effInterval
+	if err := b.err; err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -199,7 +212,7 @@ func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*Guard, error) {
 // acquireOnce makes one attempt with one lease. timed says whether a
 // metrics SDK records durations, as decided once per Acquire.
 func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseKey, wait, timed bool) (*Guard, error) {
-	g := &Guard{client: c, key: b.key}
+	g := &Guard{client: c}
 	l, err := c.wd.join(ctx, key, g)
 	if err != nil {
 		return nil, withCtx(ctx, err)
@@ -208,7 +221,7 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 
 	req := backend.AcquireRequest{
 		Key:    b.key,
-		ID:     c.ids.next(),
+		ID:     c.claimID(),
 		Lease:  l.id,
 		Owner:  cmp.Or(b.owner, c.owner),
 		Wait:   wait,
@@ -239,7 +252,7 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 	g.mu.Lock()
 	g.claim, g.hasStamp = claim, req.Stamp != nil
 	if timed {
-		g.acquired = time.Now()
+		g.acquired, g.timed = c.wd.now(), true
 	}
 	// Decided under g.mu, which end takes too: either g is counted as held
 	// here and whoever ends it later (poisoning, Unlock, Close) uncounts
@@ -257,11 +270,9 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 	g.mu.Unlock()
 	if !ok {
 		// The lease was lost (or the client closed) while the backend was
-		// granting the claim. End g first, so that a poisoning that has
-		// already picked it up neither counts nor reports it, then take the
-		// claim back and report the loss.
-		claim, _ := g.endClaim(ErrUnlocked)
-		_ = c.release(ctx, g, claim)
+		// granting the claim: g has ended already, uncounted and
+		// unreported. Take the claim back and report the loss.
+		_ = c.release(ctx, g)
 		if c.closed.Load() {
 			return nil, ErrClosed
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ash-lock/ashlock/backend"
+	"github.com/ash-lock/ashlock/internal/claimid"
 	"github.com/ash-lock/ashlock/internal/hlc"
 )
 
@@ -35,7 +36,7 @@ type LockClient struct {
 	clock           *hlc.Clock // nil unless cfg.Stamps
 	stampFn         func(backend.Timestamp) (backend.Timestamp, error)
 	owner           string
-	ids             *claimIDs
+	ids             *claimid.Source // nil when be names its claims (backend.ClaimNamer)
 	closed          atomic.Bool
 	closeOnce       sync.Once
 	closeErr        error
@@ -107,14 +108,26 @@ func newClient(cfg LockConfig, be backend.Backend) (*LockClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &LockClient{cfg: cfg, be: be, log: log, metrics: m, owner: defaultOwner(), ids: newClaimIDs()}
+	c := &LockClient{cfg: cfg, be: be, log: log, metrics: m, owner: defaultOwner()}
 	_, c.local = be.(backend.Local)
+	if _, named := be.(backend.ClaimNamer); !named {
+		c.ids = claimid.New()
+	}
 	if cfg.Stamps {
 		c.clock = hlc.New(nil, 0)
 		c.stampFn = c.stamp
 	}
 	c.wd = newWatchdog(be, log, m)
 	return c, nil
+}
+
+// claimID names an acquisition's claim: a fresh UUID, or "" for a backend
+// that names its claims itself and would not read it.
+func (c *LockClient) claimID() string {
+	if c.ids == nil {
+		return ""
+	}
+	return c.ids.Next()
 }
 
 // stamp gives an acquisition a stamp above prev, the highest stamp of the
@@ -137,7 +150,8 @@ func defaultOwner() string {
 // Lock returns a builder for a lock on key. It never fails: the key and
 // options are checked by Acquire, TryAcquire and Do.
 func (c *LockClient) Lock(key string) *LockBuilder {
-	return &LockBuilder{client: c, key: key, keyErr: validateKey(key), fair: true}
+	b := &LockBuilder{client: c, key: key, keyErr: validateKey(key), fair: true}
+	return b.settle()
 }
 
 // Inspect reports who holds key, with what token and since when, and the

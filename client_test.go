@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/ash-lock/ashlock"
+	"github.com/ash-lock/ashlock/backend"
 	"github.com/ash-lock/ashlock/backend/memory"
 )
 
@@ -347,5 +350,79 @@ func TestManyGuardsCostNoGoroutineEach(t *testing.T) {
 	}
 	if after := runtime.NumGoroutine(); after > before+2 {
 		t.Errorf("goroutines grew from %d to %d holding 10,000 guards", before, after)
+	}
+}
+
+// idRecorder passes every call to a memory backend and records the
+// AcquireRequest.ID of each Acquire. It embeds the backend.Backend
+// interface, so it is not a backend.ClaimNamer unless wrapped in namer.
+type idRecorder struct {
+	backend.Backend
+	mu  sync.Mutex
+	ids []string
+}
+
+func (r *idRecorder) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Claim, error) {
+	r.mu.Lock()
+	r.ids = append(r.ids, req.ID)
+	r.mu.Unlock()
+	return r.Backend.Acquire(ctx, req)
+}
+
+// namer is an idRecorder that says it names its claims itself.
+type namer struct{ *idRecorder }
+
+func (namer) NamesClaims() {}
+
+// The client names each acquisition with a fresh UUID for a backend that
+// needs one, and leaves the name to a backend.ClaimNamer.
+func TestClaimIDsOnlyForBackendsThatNeedThem(t *testing.T) {
+	tests := []struct {
+		name  string
+		wrap  func(*idRecorder) backend.Backend
+		named bool
+	}{
+		{"PlainBackend", func(r *idRecorder) backend.Backend { return r }, false},
+		{"ClaimNamer", func(r *idRecorder) backend.Backend { return namer{r} }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := memory.New()
+			t.Cleanup(func() { _ = b.Close() })
+			rec := &idRecorder{Backend: b}
+			ctx := testCtx(t)
+			c, err := ashlock.ConnectWith(ctx, ashlock.LockConfig{Logger: quiet}, tt.wrap(rec))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close(context.Background()) })
+			for range 3 {
+				g, err := c.Lock("k").Acquire(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cl, err := g.Claim(); err != nil || cl.ID == "" {
+					t.Errorf("Claim() = %+v, %v; want a named claim", cl, err)
+				}
+				if err := g.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			seen := map[string]bool{}
+			for _, id := range rec.ids {
+				if tt.named {
+					if id != "" {
+						t.Errorf("request ID %q sent to a ClaimNamer, want none", id)
+					}
+					continue
+				}
+				if _, err := uuid.Parse(id); err != nil || seen[id] {
+					t.Errorf("request ID %q: parse error %v, repeated %v; want a fresh UUID", id, err, seen[id])
+				}
+				seen[id] = true
+			}
+		})
 	}
 }

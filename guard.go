@@ -16,28 +16,40 @@ import (
 //
 // All methods are safe for concurrent use.
 type Guard struct {
-	client   *LockClient
-	key      string
-	lease    *lease
-	hasStamp bool
-	acquired time.Time  // local clock, for the hold-time metric; zero without an SDK
-	inLease  guardLinks // place in lease.guards; guarded by watchdog.mu
+	// A Guard is allocated on every acquisition and cannot be pooled
+	// (callers keep it after Unlock), so its size is part of what a lock
+	// costs: the fields are laid out to fit the 176-byte size class (see
+	// TestGuardSize), with the key kept only in claim and the flags packed
+	// together.
 
-	mu    sync.Mutex
-	claim backend.Claim // set under mu once acquired; read-only after Acquire returns
-	err   error         // nil while valid
+	client  *LockClient
+	lease   *lease
+	inLease guardLinks // place in lease.guards; guarded by watchdog.mu
+	// acquired is when the guard was handed out, on the watchdog's clock
+	// (see watchdog.now), for the hold-time metric; set only if timed.
+	acquired int64
+
+	listed   bool // on lease.guards; guarded by watchdog.mu
+	timed    bool // a metrics SDK recorded the acquisition; read-only after Acquire
+	hasStamp bool // read-only after Acquire
 	// counted: the guard was handed out and is counted in the held gauge;
-	// whoever ends it takes it out again, exactly once.
+	// whoever ends it takes it out again, exactly once. Guarded by mu.
 	counted bool
-	done    chan struct{} // made on first Done call, closed by end
-	onEnd   func(error)   // cancel hook of a wait or of Do, run once by end
+
+	mu sync.Mutex
+	// claim is set under mu once acquired and read-only after Acquire
+	// returns. Its Key is the guard's key.
+	claim backend.Claim
+	err   error         // nil while valid
+	done  chan struct{} // made on first Done call, closed by end
+	onEnd func(error)   // cancel hook of a wait or of Do, run once by end
 }
 
 // closedChan is returned by Done for guards that ended before anyone asked.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Key returns the key the guard holds (or held).
-func (g *Guard) Key() string { return g.key }
+func (g *Guard) Key() string { return g.claim.Key }
 
 // FencingToken returns the guard's fencing token: strictly greater than
 // the token of every earlier holder of the key. Attach it to every write to
@@ -112,18 +124,10 @@ func (g *Guard) Err() error {
 // end ends the guard with err unless it has already ended. It reports
 // whether this call ended it.
 func (g *Guard) end(err error) bool {
-	_, ok := g.endClaim(err)
-	return ok
-}
-
-// endClaim is end that also returns the guard's claim (Token 0 if it was
-// never acquired), read under the same lock.
-func (g *Guard) endClaim(err error) (backend.Claim, bool) {
 	g.mu.Lock()
 	if g.err != nil {
-		c := g.claim
 		g.mu.Unlock()
-		return c, false
+		return false
 	}
 	g.err = err
 	if g.done != nil {
@@ -131,7 +135,6 @@ func (g *Guard) endClaim(err error) (backend.Claim, bool) {
 	}
 	hook := g.onEnd
 	g.onEnd = nil
-	claim := g.claim
 	counted := g.counted
 	g.counted = false
 	g.mu.Unlock()
@@ -142,11 +145,12 @@ func (g *Guard) endClaim(err error) (backend.Claim, bool) {
 		g.client.metrics.held(-1)
 		if !errors.Is(err, ErrUnlocked) {
 			// A held guard lost its lease; acquisitions that never handed
-			// their guard out are reported by Acquire instead.
-			g.client.log.Warn("ashlock: guard poisoned", "key", g.key, "token", claim.Token, "cause", err)
+			// their guard out are reported by Acquire instead. Its claim
+			// was written before it was counted, under mu: read-only now.
+			g.client.log.Warn("ashlock: guard poisoned", "key", g.claim.Key, "token", g.claim.Token, "cause", err)
 		}
 	}
-	return claim, true
+	return true
 }
 
 // setOnEnd arranges for f to run once, with the cause, when the guard ends
@@ -200,16 +204,18 @@ func (g *Guard) lost(cause error) {
 // (every time) so the caller learns that the critical section was not
 // protected to the end.
 func (g *Guard) Unlock(ctx context.Context) error {
-	claim, ended := g.endClaim(ErrUnlocked)
+	ended := g.end(ErrUnlocked)
 	if !ended {
 		err := g.Err()
 		if errors.Is(err, ErrUnlocked) {
 			return nil
 		}
 		// Poisoned: the claim may outlive the local deadline on the store.
-		g.client.release(ctx, g, claim)
+		g.client.release(ctx, g)
 		return err
 	}
-	g.client.metrics.holdTime(g.acquired)
-	return g.client.release(ctx, g, claim)
+	if g.timed {
+		g.client.metrics.holdTime(time.Duration(g.client.wd.now() - g.acquired))
+	}
+	return g.client.release(ctx, g)
 }

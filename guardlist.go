@@ -10,20 +10,20 @@ type guardList struct {
 	n    int
 }
 
-// guardLinks are a guard's pointers in its lease's guardList; on is false
-// while the guard is not in any list, so that a second remove is a no-op.
+// guardLinks are a guard's pointers in its lease's guardList. Whether the
+// guard is in a list at all is Guard.listed (kept apart to pack the Guard's
+// flags together), so that a second remove is a no-op.
 type guardLinks struct {
 	prev, next *Guard
-	on         bool
 }
 
 func (l *guardList) len() int { return l.n }
 
 func (l *guardList) push(g *Guard) {
-	if g.inLease.on {
+	if g.listed {
 		return
 	}
-	g.inLease = guardLinks{next: l.head, on: true}
+	g.inLease, g.listed = guardLinks{next: l.head}, true
 	if l.head != nil {
 		l.head.inLease.prev = g
 	}
@@ -32,10 +32,10 @@ func (l *guardList) push(g *Guard) {
 }
 
 func (l *guardList) remove(g *Guard) {
-	ln := &g.inLease
-	if !ln.on {
+	if !g.listed {
 		return
 	}
+	ln := &g.inLease
 	if ln.prev != nil {
 		ln.prev.inLease.next = ln.next
 	} else {
@@ -44,7 +44,7 @@ func (l *guardList) remove(g *Guard) {
 	if ln.next != nil {
 		ln.next.inLease.prev = ln.prev
 	}
-	*ln = guardLinks{}
+	*ln, g.listed = guardLinks{}, false
 	l.n--
 }
 
@@ -53,7 +53,7 @@ func (l *guardList) drain() []*Guard {
 	out := make([]*Guard, 0, l.n)
 	for g := l.head; g != nil; {
 		next := g.inLease.next
-		g.inLease = guardLinks{}
+		g.inLease, g.listed = guardLinks{}, false
 		out = append(out, g)
 		g = next
 	}

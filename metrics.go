@@ -129,11 +129,8 @@ func (m *metrics) failed(start time.Time, err error) {
 
 func (m *metrics) held(delta int64) { m.heldLocks.Add(context.Background(), delta) }
 
-func (m *metrics) holdTime(acquired time.Time) {
-	if acquired.IsZero() {
-		return
-	}
-	m.holdDur.Record(context.Background(), time.Since(acquired).Seconds())
+func (m *metrics) holdTime(d time.Duration) {
+	m.holdDur.Record(context.Background(), d.Seconds())
 }
 
 func (m *metrics) renewal(err error) {

@@ -14,23 +14,25 @@ type pendingRelease struct {
 	claim backend.Claim
 }
 
-// release removes g's claim (read by the caller when it ended g; Token 0
-// if g never acquired one) and unregisters g from its lease. The backend
-// call runs on a context of its own, bounded by cleanupTimeout and by ctx's
-// deadline, but not cancelled with ctx: a caller that unlocks from a
-// deferred call after its context ended still releases the key.
+// release removes g's claim and unregisters g from its lease. g has
+// ended and its claim was set by the Acquire that made it, so g.claim is
+// read without the lock. The backend call runs on a context of its own,
+// bounded by cleanupTimeout and by ctx's deadline, but not cancelled with
+// ctx: a caller that unlocks from a deferred call after its context ended
+// still releases the key.
 //
 // If the call fails, the claim is handed to the background retrier and the
 // error (wrapping ErrUnavailable) returned.
-func (c *LockClient) release(ctx context.Context, g *Guard, claim backend.Claim) error {
+func (c *LockClient) release(ctx context.Context, g *Guard) error {
 	defer c.wd.leave(g.lease, g)
+	claim := &g.claim
 	if claim.Token == 0 {
 		return nil
 	}
 	if c.local {
 		// An in-process store answers at once whatever ctx is; no timeout
 		// or cancellation shield needed.
-		err := c.be.Release(ctx, claim)
+		err := c.be.Release(ctx, *claim)
 		if err != nil {
 			// Only a closed store fails here; nothing to retry, but the
 			// claim was not released.
@@ -43,13 +45,13 @@ func (c *LockClient) release(ctx context.Context, g *Guard, claim backend.Claim)
 		timeout = min(timeout, time.Until(dl))
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	err := c.be.Release(rctx, claim)
+	err := c.be.Release(rctx, *claim)
 	cancel()
 	if err == nil {
 		return nil
 	}
 	c.log.Warn("ashlock: release failed; retrying in the background", "key", claim.Key, "token", claim.Token, "err", err)
-	c.queueRelease(pendingRelease{lease: g.lease, claim: claim})
+	c.queueRelease(pendingRelease{lease: g.lease, claim: *claim})
 	return withCtx(ctx, fmt.Errorf("%w: release of %q: %w", ErrUnavailable, claim.Key, err))
 }
 

@@ -188,6 +188,31 @@ func TestLosingOneLeaseLeavesOtherGuardsAlone(t *testing.T) {
 	})
 }
 
+// The lease an acquisition has just joined is the one the next acquisition
+// of the same kind looks at first; once lost it must not be handed out
+// again, even though nothing else was acquired in between.
+func TestLostLeaseIsNotJoinedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, b := bubbleClient(t)
+		ctx := t.Context()
+		g, err := c.Lock("a").Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lost, _ := g.Claim()
+		b.ExpireLease(lost.Lease)
+		<-g.Done()
+		synctest.Wait()
+		again, err := c.Lock("a").Acquire(ctx)
+		if err != nil {
+			t.Fatalf("Acquire after lease loss: %v", err)
+		}
+		if c2, _ := again.Claim(); c2.Lease == lost.Lease {
+			t.Errorf("new guard joined the lost lease %d", c2.Lease)
+		}
+	})
+}
+
 func TestDeletedClaimPoisonsOnlyItsGuard(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, b := bubbleClient(t)

@@ -58,11 +58,12 @@ type Lease struct {
 // AcquireRequest asks for a claim on Key bound to Lease.
 type AcquireRequest struct {
 	Key string // already validated: non-empty UTF-8, no control characters, <= 1024 bytes
-	// ID is a fresh random UUID per acquisition. A Backend may name the
-	// claim by it, or by a name of its own that no other acquisition uses
-	// meanwhile (backend/etcd lends reused names); either way the name goes
-	// into Claim.ID, and it lets a cancelled Acquire whose enqueue reply
-	// was lost still find and remove its claim.
+	// ID is a fresh random UUID per acquisition, or empty when the Backend
+	// implements ClaimNamer. A Backend may name the claim by it, or by a
+	// name of its own that no other acquisition uses meanwhile
+	// (backend/etcd lends reused names); either way the name goes into
+	// Claim.ID, and it lets a cancelled Acquire whose enqueue reply was
+	// lost still find and remove its claim.
 	ID    string
 	Lease LeaseID
 	Owner string // free-form label reported by Inspect
@@ -188,4 +189,16 @@ type Local interface {
 	Backend
 	// Local marks the backend; it is never called.
 	Local()
+}
+
+// ClaimNamer is an optional interface for a Backend that names every claim
+// itself and so needs no AcquireRequest.ID: the client then leaves ID empty
+// instead of making a UUID for each acquisition. Such a Backend still puts
+// a non-empty name in Claim.ID that no other live claim of the key has, and
+// still finds and removes the claim of a failed Acquire whose enqueue reply
+// was lost (backend/etcd lends each Acquire a UUID of its own for that).
+type ClaimNamer interface {
+	Backend
+	// NamesClaims marks the backend; it is never called.
+	NamesClaims()
 }

@@ -48,6 +48,9 @@ func newFixture(t *testing.T, newBackend func(*testing.T) backend.Backend, timeo
 			t.Errorf("Close: %v", err)
 		}
 	})
+	if _, ok := b.(backend.ClaimNamer); ok {
+		b = unnamed{b}
+	}
 	f := &fixture{t: t, b: b, timeout: timeout, quiet: min(100*time.Millisecond, timeout/10), waiters: new([]*pending)}
 	t.Cleanup(func() {
 		// t.Context is cancelled by now, and every background Acquire
@@ -92,6 +95,15 @@ func (f *fixture) grant(ttl time.Duration) backend.Lease {
 		_ = f.b.Revoke(ctx, l.ID) // the backend may be closed already
 	})
 	return l
+}
+
+// unnamed is a backend.ClaimNamer under test: its requests go without an
+// ID, as the client sends them.
+type unnamed struct{ backend.Backend }
+
+func (u unnamed) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Claim, error) {
+	r.ID = ""
+	return u.Backend.Acquire(ctx, r)
 }
 
 // req builds a fair, waiting request with a fresh ID.

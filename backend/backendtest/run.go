@@ -18,7 +18,8 @@
 // never to run out during a subtest, lease loss is produced with Revoke, and
 // only the subtest UnrenewedLeaseExpires waits out a TTL, the shortest one
 // the backend grants. Against an in-process backend the whole suite takes a
-// few seconds.
+// few seconds. A backend that implements backend.ClaimNamer gets every
+// request without an ID, as the client sends them.
 //
 // The environment variable ASHLOCK_BACKENDTEST_TIMEOUT (a time.Duration
 // such as "30s") changes the timeout, for slow CI machines.

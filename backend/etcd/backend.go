@@ -43,7 +43,12 @@ type Backend struct {
 	wg       sync.WaitGroup
 }
 
-var _ backend.Backend = (*Backend)(nil)
+var _ backend.ClaimNamer = (*Backend)(nil)
+
+// NamesClaims marks the Backend as naming its claims itself
+// (backend.ClaimNamer): it lends each Acquire a name (see names.go) and
+// never reads AcquireRequest.ID, so the client does not make one.
+func (b *Backend) NamesClaims() {}
 
 // New returns a Backend that stores claims through cli under the prefix set
 // by WithPrefix (default "ashlock/").

@@ -7,9 +7,10 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// Acquire creates the claim req.ID on req.Key bound to req.Lease and, if
-// req.Wait, blocks until it holds the key, ctx ends, the claim is lost or
-// the Backend closes.
+// Acquire creates a claim on req.Key bound to req.Lease and, if req.Wait,
+// blocks until it holds the key, ctx ends, the claim is lost or the Backend
+// closes. The claim is named req.ID or, when that is empty, by the Backend
+// (see NamesClaims).
 //
 // A fair request takes a token and a place at the end of the key's queue at
 // once. A non-fair one waits outside the queue and takes a token when the
@@ -27,17 +28,17 @@ import (
 // backend.ErrLeaseExpired (the lease is unknown or ended, or the claim was
 // removed while waiting), backend.ErrClosed, the error of req.Stamp, or
 // ctx's error if it ended first (never ErrLocked then).
-func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Claim, error) {
+func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (held backend.Claim, err error) {
 	if ctx.Err() != nil {
 		return backend.Claim{}, fmt.Errorf("memory: acquire %q: %w", req.Key, ctxErr(ctx))
 	}
-	c, ready, held, err := b.admit(req)
+	c, ready, err := b.admit(&req, &held)
 	if err != nil {
 		return backend.Claim{}, err
 	}
 	if c == nil {
 		// Held at once and nothing to stamp: admit finished it under the
-		// same lock.
+		// same lock, into held.
 		return held, nil
 	}
 	if ready != nil {
@@ -56,23 +57,24 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 // request must wait, the channel that will wake it; the caller finishes
 // the claim with finish (or abandon). A request that holds the key at once
 // and has no stamp to take is finished under the same lock: admit returns a
-// nil claim and the finished Claim, so the common uncontended Acquire locks
-// the Backend once, not twice.
-func (b *Backend) admit(req backend.AcquireRequest) (*claim, chan struct{}, backend.Claim, error) {
+// nil claim and writes the finished Claim to held, so the common
+// uncontended Acquire locks the Backend once, not twice. (Both structs are
+// passed by pointer: copying them is a noticeable part of that path.)
+func (b *Backend) admit(req *backend.AcquireRequest, held *backend.Claim) (*claim, chan struct{}, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return nil, nil, backend.Claim{}, errClosed("acquire")
+		return nil, nil, errClosed("acquire")
 	}
 	l := b.leases[req.Lease]
 	if l == nil {
-		return nil, nil, backend.Claim{}, fmt.Errorf("memory: acquire %q: lease %d is not live: %w",
+		return nil, nil, fmt.Errorf("memory: acquire %q: lease %d is not live: %w",
 			req.Key, req.Lease, backend.ErrLeaseExpired)
 	}
-	k := b.keys[req.Key]
+	k := b.keyLocked(req.Key)
 	busy := k != nil && !k.queue.empty()
 	if busy && !req.Wait {
-		return nil, nil, backend.Claim{}, fmt.Errorf("memory: acquire %q: %w", req.Key, backend.ErrLocked)
+		return nil, nil, fmt.Errorf("memory: acquire %q: %w", req.Key, backend.ErrLocked)
 	}
 	if k == nil {
 		k = &keyState{name: req.Key}
@@ -80,6 +82,12 @@ func (b *Backend) admit(req backend.AcquireRequest) (*claim, chan struct{}, back
 	}
 	c := b.newClaimLocked()
 	c.key, c.lease, c.id, c.owner, c.onLost = k, l, req.ID, req.Owner, req.OnLost
+	if c.id == "" {
+		if c.name == "" {
+			c.name = b.ids.Next()
+		}
+		c.id = c.name
+	}
 	l.claims.pushBack(c, leaseLinks)
 	switch {
 	case !busy:
@@ -88,9 +96,9 @@ func (b *Backend) admit(req backend.AcquireRequest) (*claim, chan struct{}, back
 		b.promoteLocked(c)
 		if req.Stamp == nil {
 			c.returned = true
-			held := c.export()
+			*held = c.export()
 			b.doneWithLocked(c)
-			return nil, nil, held, nil
+			return nil, nil, nil
 		}
 	case req.Fair:
 		c.token = b.nextTokenLocked()
@@ -102,7 +110,7 @@ func (b *Backend) admit(req backend.AcquireRequest) (*claim, chan struct{}, back
 		c.ready = make(chan struct{})
 		k.unfair.pushBack(c, keyLinks)
 	}
-	return c, c.ready, backend.Claim{}, nil
+	return c, c.ready, nil
 }
 
 // nextTokenLocked issues a fencing token. One counter serves every key, so
@@ -200,7 +208,7 @@ func (b *Backend) Release(_ context.Context, c backend.Claim) error {
 	if b.closed {
 		return errClosed("release")
 	}
-	k := b.keys[c.Key]
+	k := b.keyLocked(c.Key)
 	if k == nil {
 		return nil
 	}
@@ -235,7 +243,7 @@ func (b *Backend) removeLocked(c *claim, why endReason) (lostCall, bool) {
 	if held {
 		b.handOnLocked(k)
 	}
-	if k.idle() && b.keys[k.name] == k {
+	if k.idle() {
 		b.parkLocked(k)
 	}
 	var call lostCall
@@ -258,11 +266,27 @@ func (b *Backend) removeLocked(c *claim, why endReason) (lostCall, bool) {
 // neither allocates its record nor rehashes the map on each cycle, while
 // the map still holds at most one idle key, so a process that touches many
 // keys does not accumulate them.
+//
+// No map lookup is needed to know that k and the parked key are the records
+// in the map: a record is put in the map with its first claim and deleted
+// only here, idle and no longer parked, so the key of any claim still in the
+// store, and the parked key, are always the map's records for their names.
 func (b *Backend) parkLocked(k *keyState) {
-	if p := b.parked; p != nil && p != k && p.idle() && b.keys[p.name] == p {
+	if p := b.parked; p != nil && p != k && p.idle() {
 		delete(b.keys, p.name)
 	}
 	b.parked = k
+}
+
+// keyLocked returns the record of key, or nil. The parked key is looked at
+// first: it is the one most recently freed, so in an acquire/release cycle
+// on one key both calls find it with a string comparison instead of a map
+// lookup.
+func (b *Backend) keyLocked(key string) *keyState {
+	if p := b.parked; p != nil && p.name == key {
+		return p
+	}
+	return b.keys[key]
 }
 
 // handOnLocked gives k, which has just lost its holder, to the next claim:

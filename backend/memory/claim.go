@@ -45,8 +45,12 @@ type links struct{ prev, next *claim }
 type claim struct {
 	key   *keyState
 	lease *lease
-	id    string
+	id    string // the claim's name: the request's ID, or name
 	owner string
+	// name is the record's own claim name, made when a request without an
+	// ID first uses the record and kept when the record is recycled: a
+	// record holds one claim at a time, so no two live claims share it.
+	name  string
 	token uint64 // 0 while stateWaitingUnfair
 
 	acquiredAt time.Time
@@ -101,8 +105,9 @@ func (c *claim) export() backend.Claim {
 // idle Backend keeps only a few KiB.
 const maxFreeClaims = 64
 
-// newClaimLocked returns a zeroed claim, recycled when one is free: an
-// uncontended acquire/release cycle then allocates nothing in the store.
+// newClaimLocked returns a zeroed claim (save its name), recycled when
+// one is free: an uncontended acquire/release cycle then allocates nothing
+// in the store, not even a name.
 func (b *Backend) newClaimLocked() *claim {
 	if n := len(b.free); n > 0 {
 		c := b.free[n-1]
@@ -126,7 +131,7 @@ func (b *Backend) doneWithLocked(c *claim) {
 // any more, and keeps it for reuse if the free list has room.
 func (b *Backend) recycleLocked(c *claim) {
 	if len(b.free) < maxFreeClaims {
-		*c = claim{}
+		*c = claim{name: c.name}
 		b.free = append(b.free, c)
 	}
 }

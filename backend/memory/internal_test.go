@@ -23,7 +23,8 @@ func internalRequest(key string, l backend.Lease, fair bool) backend.AcquireRequ
 // without a Stamp; the test passes its own to finish).
 func (b *Backend) enqueue(req backend.AcquireRequest) (*claim, chan struct{}, error) {
 	req.Stamp = func(prev backend.Timestamp) (backend.Timestamp, error) { return prev, nil }
-	c, ready, _, err := b.admit(req)
+	var held backend.Claim
+	c, ready, err := b.admit(&req, &held)
 	return c, ready, err
 }
 

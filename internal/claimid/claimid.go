@@ -1,4 +1,8 @@
-package ashlock
+// Package claimid makes claim names: version-4 UUIDs, cheap enough to make
+// one per acquisition. The client names the claims of backends that do not
+// name their own (see backend.ClaimNamer); backend/memory names its claim
+// records with it.
+package claimid
 
 import (
 	"crypto/rand"
@@ -13,15 +17,15 @@ const uuidLen = 36
 // idBlock is how many claim names are made, as one string, at a time.
 const idBlock = 64
 
-// claimIDs names acquisitions. Each name is a version-4 UUID: a random
-// 128-bit base drawn once per client with the acquisition's sequence number
-// added into its low 64 bits. Names never repeat within a client and
-// collide across clients only if two random bases do.
+// Source makes claim names. Each name is a version-4 UUID: a random
+// 128-bit base drawn once per Source with the name's sequence number
+// added into its low 64 bits. Names never repeat within a Source and
+// collide across Sources only if two random bases do.
 //
 // Names are formatted idBlock at a time into one string and handed out as
-// substrings of it, so an acquisition costs neither a read of the kernel's
+// substrings of it, so a name costs neither a read of the kernel's
 // random source nor an allocation of its own.
-type claimIDs struct {
+type Source struct {
 	base   [16]byte
 	prefix string // formatted high half of every name, with its dashes; made once
 
@@ -31,8 +35,9 @@ type claimIDs struct {
 	used  int
 }
 
-func newClaimIDs() *claimIDs {
-	ids := &claimIDs{}
+// New returns a Source with a fresh random base.
+func New() *Source {
+	ids := &Source{}
 	if _, err := rand.Read(ids.base[:]); err != nil {
 		// crypto/rand does not fail on supported platforms (Go 1.24+).
 		panic("ashlock: reading random bytes: " + err.Error())
@@ -40,8 +45,8 @@ func newClaimIDs() *claimIDs {
 	return ids
 }
 
-// next returns a fresh claim name. Safe for concurrent use.
-func (ids *claimIDs) next() string {
+// Next returns a fresh claim name. Safe for concurrent use.
+func (ids *Source) Next() string {
 	ids.mu.Lock()
 	defer ids.mu.Unlock()
 	if ids.used*uuidLen == len(ids.block) {
@@ -59,8 +64,8 @@ func (ids *claimIDs) next() string {
 
 // appendName appends the name for sequence number seq. Only the low 64
 // bits change with seq, so the first 19 characters (the high 64 bits and
-// their dashes) are formatted once per client and copied.
-func (ids *claimIDs) appendName(buf []byte, seq uint64) []byte {
+// their dashes) are formatted once per Source and copied.
+func (ids *Source) appendName(buf []byte, seq uint64) []byte {
 	if ids.prefix == "" {
 		u := ids.base
 		u[6] = u[6]&0x0f | 0x40 // version 4

@@ -1,4 +1,4 @@
-package ashlock
+package claimid
 
 import (
 	"sync"
@@ -8,14 +8,14 @@ import (
 )
 
 func TestClaimIDsAreDistinctVersion4UUIDs(t *testing.T) {
-	ids := newClaimIDs()
+	ids := New()
 	seen := make(map[string]bool)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
 			for range 3 * idBlock {
-				name := ids.next()
+				name := ids.Next()
 				u, err := uuid.Parse(name)
 				if err != nil || u.Version() != 4 || u.Variant() != uuid.RFC4122 || u.String() != name {
 					t.Errorf("name %q: parse %v, version %v, variant %v", name, err, u.Version(), u.Variant())
@@ -30,7 +30,7 @@ func TestClaimIDsAreDistinctVersion4UUIDs(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if other := newClaimIDs().next(); seen[other] {
-		t.Errorf("a second client's first name %q repeats the first client's", other)
+	if other := New().Next(); seen[other] {
+		t.Errorf("a second Source's first name %q repeats the first Source's", other)
 	}
 }
