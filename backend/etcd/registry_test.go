@@ -372,3 +372,62 @@ func TestRegistryEarlyWatch(t *testing.T) {
 		}
 	})
 }
+
+// A parked watch lives through its stream's loss, even with its start
+// revision compacted meanwhile: it is created again on the next stream
+// (where it had been confirmed, or at etcd's current revision), and the
+// claim that adopts it afterwards is neither taken for lost by the
+// release's delete nor missed when it goes itself.
+func TestRegistryParkedWatchOutlivesTheStream(t *testing.T) {
+	for _, compacted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("compacted=%v", compacted), func(t *testing.T) {
+			tm := newTestMux(t)
+			r := newRegistry(tm.mux)
+			e, _ := r.add("claim", nil, nil)
+			r.setToken(e, tm.e.put("claim"))
+			r.promote(e)
+			barrier(t, tm)
+			ok, w := r.removeClaim("claim", e.token)
+			if !ok || w == nil {
+				t.Fatalf("removeClaim = %v, %p; want the watch parked", ok, w)
+			}
+
+			tm.e.setOpenErr(errors.New("fake: down"))
+			tm.e.breakStream()
+			tm.e.del("claim") // the release, while the stream is down
+			if compacted {
+				tm.e.put("filler")
+				tm.e.compactNow()
+			}
+			tm.e.setOpenErr(nil)
+			tm.e.waitFor(t, func() bool {
+				for _, cr := range tm.e.createsLocked(1) {
+					if string(cr.Key) == "claim" {
+						return true
+					}
+				}
+				return false
+			}, "the parked watch on the new stream")
+			barrier(t, tm)
+
+			next := make(lossRecorder, 1)
+			e2, err := r.add("claim", next, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.setToken(e2, tm.e.put("claim")) || !r.promote(e2) {
+				t.Fatal("the next claim counted as lost by the release of the one before")
+			}
+			barrier(t, tm)
+			none(t, next, "OnLost while the next claim is there")
+			if e2.watch != w {
+				t.Fatal("the next claim did not adopt the parked watch")
+			}
+			del := tm.e.del("claim")
+			cause := recv(t, next, "OnLost after the next claim's delete")
+			if want := fmt.Sprintf("revision %d", del); !strings.Contains(cause.Error(), want) {
+				t.Fatalf("OnLost: %v; want it to name the delete at %s", cause, want)
+			}
+		})
+	}
+}
