@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -220,6 +221,7 @@ func TestRunForwardsSignalsToTheCommand(t *testing.T) {
 	for _, sig := range forwarded {
 		name := signalName(sig)
 		t.Run("SIG"+name, func(t *testing.T) {
+			unignore(t, sig)
 			f := newFixture(t)
 			// The shell waits on a background sleep so that the trap runs
 			// at once; the trap kills the sleep, which in a non-interactive
@@ -432,4 +434,19 @@ func assertNotRan(t *testing.T, marker string) {
 	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the command ran (stat %s: %v)", marker, err)
 	}
+}
+
+// unignore makes sure commands started during the test begin with sig's
+// default action. A signal ignored when this process started (SIGHUP under
+// nohup, say) stays ignored in the commands it starts, and a
+// non-interactive shell cannot trap a signal ignored on entry, so the
+// script's trap would never run. Handling sig here ends that: exec resets
+// handled signals to their default.
+func unignore(t *testing.T, sig os.Signal) {
+	if !signal.Ignored(sig) {
+		return
+	}
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, sig)
+	t.Cleanup(func() { signal.Stop(c) })
 }
