@@ -49,8 +49,14 @@ func TestBinaryExitStatusAndEnvironment(t *testing.T) {
 // and the command's groups if the test left them running.
 func startBinary(t *testing.T, args ...string) (*exec.Cmd, <-chan string) {
 	t.Helper()
+	return startProgram(t, binary, args...)
+}
+
+// startProgram is startBinary for any program.
+func startProgram(t *testing.T, program string, args ...string) (*exec.Cmd, <-chan string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd := exec.CommandContext(ctx, program, args...)
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -116,6 +122,9 @@ func TestBinaryForwardsRealSignals(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGUSR1, syscall.SIGTERM, syscall.SIGINT} {
 		name := signalName(sig)
 		t.Run("SIG"+name, func(t *testing.T) {
+			// ashlock leaves a signal ignored if it starts ignored (as
+			// SIGINT is for a background job of a non-interactive shell).
+			unignore(t, sig)
 			cmd, lines := startBinary(t, "run", "job", "--", "sh", "-c",
 				`trap 'kill $! 2>/dev/null; echo got-`+name+`; exit 7' `+name+`
 echo ready
@@ -130,5 +139,35 @@ wait`)
 				t.Errorf("exit code = %d, want 7 (the trap's)", code)
 			}
 		})
+	}
+}
+
+// Run under nohup (SIGHUP ignored when it starts), ashlock leaves SIGHUP
+// ignored: a hangup neither ends it nor reaches the command, which still
+// gets the signals ashlock does forward.
+func TestBinaryLeavesAnIgnoredSignalIgnored(t *testing.T) {
+	// The shell ignores HUP, then becomes ashlock, which inherits that.
+	cmd, lines := startProgram(t, "sh", "-c", `trap '' HUP; exec "$0" "$@"`,
+		binary, "run", "job", "--", "sh", "-c", `trap 'echo got-USR1' USR1
+trap 'kill -KILL $! 2>/dev/null; echo got-TERM; exit 7' TERM
+(trap '' USR1; exec sleep 60) </dev/null >/dev/null 2>&1 &
+echo ready
+while :; do wait $!; done`)
+	nextLine(t, lines, "ready")
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	// Caught and forwarded, the HUP would have ended the command (its
+	// default action) before it could answer the USR1 sent after it.
+	if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	nextLine(t, lines, "got-USR1")
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	nextLine(t, lines, "got-TERM")
+	if code := waitExit(t, cmd); code != 7 {
+		t.Errorf("exit code = %d, want 7 (the trap's)", code)
 	}
 }

@@ -41,7 +41,9 @@ COMMAND runs in a process group of its own (given the terminal if
 ashlock has it, so interactive commands work). The signals INT, TERM, HUP,
 QUIT, USR1 and USR2 sent to ashlock are passed on to that group. While
 ashlock is still waiting for the lock, INT, TERM, HUP and QUIT abandon the
-wait instead (exit 75; COMMAND never starts). If ashlock itself is killed,
+wait instead (exit 75; COMMAND never starts). A signal that was ignored
+when ashlock started (HUP under nohup) stays ignored by both. If ashlock
+itself is killed,
 COMMAND is killed too (Linux), since nobody renews the lock after that.
 The lock is released when COMMAND exits; processes it left running in
 the background are not waited for and run on unprotected.

@@ -34,9 +34,22 @@ func cancelsWait(sig os.Signal) bool {
 // channel they arrive on and a function that restores their default
 // handling. The channel is buffered so that a burst is not lost while the
 // receiver is busy sending the previous one on.
+//
+// A signal that was ignored when ashlock started is left ignored: under
+// nohup, SIGHUP is meant to reach neither ashlock nor the command, and
+// catching it would both expose ashlock to it and give the command the
+// default action back (exec resets caught signals, not ignored ones).
 func notifySignals() (<-chan os.Signal, func()) {
 	ch := make(chan os.Signal, 2*len(forwarded))
-	signal.Notify(ch, forwarded...)
+	var catch []os.Signal
+	for _, sig := range forwarded {
+		if !signal.Ignored(sig) {
+			catch = append(catch, sig)
+		}
+	}
+	if len(catch) > 0 {
+		signal.Notify(ch, catch...)
+	}
 	return ch, func() { signal.Stop(ch) }
 }
 
