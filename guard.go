@@ -181,9 +181,15 @@ type lossListener Guard
 func (l *lossListener) ClaimLost(cause error) { (*Guard)(l).lost(cause) }
 
 // lost is told by the backend that the store no longer has the claim.
+// The claim may have gone with its whole lease (revoked, expired), and a
+// backend reports each claim's loss on its own - on etcd one watch event
+// per claim, one after another - so lost also has the lease renewed at
+// once: if the store no longer has it, every guard on it is poisoned
+// together instead of each waiting for its own report.
 func (g *Guard) lost(cause error) {
 	if g.end(fmt.Errorf("%w: %w", ErrLeaseExpired, cause)) {
 		g.client.wd.leave(g.lease, g)
+		g.client.wd.renewSoon(g.lease)
 	}
 }
 

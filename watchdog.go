@@ -156,6 +156,24 @@ func (wd *watchdog) grant(ctx context.Context, l *lease) {
 	wd.nudge()
 }
 
+// renewSoon has l renewed now rather than at its next interval: one of its
+// claims vanished, perhaps with the lease itself, and a renewal is how the
+// client learns that (the store refuses it, and tick poisons every guard
+// of l). A renewal already in flight may have been answered before the
+// loss, so another follows it. It does not block.
+func (wd *watchdog) renewSoon(l *lease) {
+	wd.mu.Lock()
+	switch {
+	case l.lost:
+	case l.renewing:
+		l.recheck = true
+	default:
+		l.nextRenew = time.Time{}
+	}
+	wd.mu.Unlock()
+	wd.nudge()
+}
+
 // leave unregisters g from its lease. The lease's idleness is noticed by
 // the scheduler on its next tick (it ticks at least once per renewal
 // interval), which starts the linger then: no clock read or wake-up on the
@@ -288,6 +306,12 @@ func (wd *watchdog) renew(ctx context.Context, cancel context.CancelFunc, l *lea
 		// Transient failure: retry soon; the deadline stands.
 		l.nextRenew = now.Add(max(l.key.interval/4, 10*time.Millisecond))
 		wd.log.Debug("ashlock: lease renewal failed", "lease", int64(l.id), "err", err)
+	}
+	if l.recheck {
+		// A claim vanished while this renewal was in flight, perhaps after
+		// etcd answered it: ask again (see renewSoon).
+		l.recheck = false
+		l.nextRenew = time.Time{}
 	}
 	wd.mu.Unlock()
 	wd.nudge()

@@ -3,11 +3,14 @@ package ashlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/ash-lock/ashlock"
+	"github.com/ash-lock/ashlock/backend"
 	"github.com/ash-lock/ashlock/backend/memory"
 )
 
@@ -271,6 +274,138 @@ func TestWatchdogIntervalDefaultsToAThirdOfTheLockTTL(t *testing.T) {
 		time.Sleep(10 * time.Second)
 		if err := g.Err(); err != nil {
 			t.Errorf("short-TTL guard: Err = %v, want nil", err)
+		}
+	})
+}
+
+// firstLossOnly is a memory backend that reports only the first claim
+// loss of all, as if the reports of the others were still on their way
+// (etcd sends one watch event per claim, one after another).
+type firstLossOnly struct {
+	*memory.Backend
+	told atomic.Bool
+}
+
+func (f *firstLossOnly) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Claim, error) {
+	inner := req.OnLost
+	req.OnLost = backend.LossFunc(func(cause error) {
+		if f.told.CompareAndSwap(false, true) {
+			inner.ClaimLost(cause)
+		}
+	})
+	return f.Backend.Acquire(ctx, req)
+}
+
+// One claim's loss has its lease checked at once: when the lease is gone,
+// every guard on it is poisoned then, without waiting for the next renewal
+// or for each claim's own report.
+func TestOneLossChecksTheWholeLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.New()
+		be := &firstLossOnly{Backend: mem}
+		c, err := ashlock.ConnectWith(t.Context(), ashlock.LockConfig{DefaultTTL: wdTTL, Logger: quiet}, be)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			_ = c.Close(context.Background())
+			_ = mem.Close()
+		}()
+		var guards []*ashlock.Guard
+		for i := range 5 {
+			g, err := c.Lock(fmt.Sprint("k", i)).Acquire(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			guards = append(guards, g)
+		}
+		claim, err := guards[0].Claim()
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if !mem.ExpireLease(claim.Lease) {
+			t.Fatal("the guards' lease was not live")
+		}
+		synctest.Wait() // no fake time passes: no renewal falls due
+		for i, g := range guards {
+			if err := g.Err(); !errors.Is(err, ashlock.ErrLeaseExpired) {
+				t.Errorf("guard %d: Err = %v, want ErrLeaseExpired as soon as one claim's loss was reported", i, err)
+			}
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("%v passed; the check must not wait for a renewal interval", d)
+		}
+	})
+}
+
+// staleRenewal is firstLossOnly whose next renewal, once held, is answered
+// by the store at once but reaches the client only when let go: an answer
+// from before a loss that arrives after it.
+type staleRenewal struct {
+	firstLossOnly
+	hold    atomic.Bool
+	held    chan struct{} // a renewal is being held
+	letGo   chan struct{}
+	renewed atomic.Int32
+}
+
+func (s *staleRenewal) KeepAlive(ctx context.Context, id backend.LeaseID) (time.Duration, error) {
+	ttl, err := s.Backend.KeepAlive(ctx, id)
+	s.renewed.Add(1)
+	if s.hold.CompareAndSwap(true, false) {
+		close(s.held)
+		<-s.letGo
+	}
+	return ttl, err
+}
+
+// A loss reported while a renewal is in flight is checked by another
+// renewal after it: the one in flight may have been answered before the
+// lease went.
+func TestLossDuringARenewalChecksAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.New()
+		be := &staleRenewal{firstLossOnly: firstLossOnly{Backend: mem}, held: make(chan struct{}), letGo: make(chan struct{})}
+		c, err := ashlock.ConnectWith(t.Context(), ashlock.LockConfig{DefaultTTL: wdTTL, Logger: quiet}, be)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			_ = c.Close(context.Background())
+			_ = mem.Close()
+		}()
+		var guards []*ashlock.Guard
+		for i := range 3 {
+			g, err := c.Lock(fmt.Sprint("k", i)).Acquire(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			guards = append(guards, g)
+		}
+		claim, err := guards[0].Claim()
+		if err != nil {
+			t.Fatal(err)
+		}
+		be.hold.Store(true)
+		<-be.held // the first scheduled renewal, answered "alive" and held
+		if !mem.ExpireLease(claim.Lease) {
+			t.Fatal("the guards' lease was not live")
+		}
+		synctest.Wait()
+		at := time.Now()
+		close(be.letGo) // the stale "alive" arrives
+		synctest.Wait()
+		for i, g := range guards {
+			if err := g.Err(); !errors.Is(err, ashlock.ErrLeaseExpired) {
+				t.Errorf("guard %d: Err = %v, want ErrLeaseExpired", i, err)
+			}
+		}
+		if n := be.renewed.Load(); n < 2 {
+			t.Errorf("%d renewals, want the held one and one more after it", n)
+		}
+		if d := time.Since(at); d != 0 {
+			t.Errorf("%v passed after the stale answer; the second renewal must follow at once", d)
 		}
 	})
 }
