@@ -188,8 +188,7 @@ func (l *lossListener) ClaimLost(cause error) { (*Guard)(l).lost(cause) }
 // together instead of each waiting for its own report.
 func (g *Guard) lost(cause error) {
 	if g.end(fmt.Errorf("%w: %w", ErrLeaseExpired, cause)) {
-		g.client.wd.leave(g.lease, g)
-		g.client.wd.renewSoon(g.lease)
+		g.client.wd.leaveLost(g.lease, g)
 	}
 }
 

@@ -36,7 +36,7 @@ type lease struct {
 	granted     bool // the grant succeeded: guards may join without waiting on ready
 	nextRenew   time.Time
 	renewing    bool
-	recheck     bool   // renewSoon came while a renewal was in flight: renew again at once
+	recheck     bool   // leaveLost came while a renewal was in flight: renew again at once
 	cancelRenew func() // cancels the in-flight renewal, if any
 	guards      guardList
 	idleSince   time.Time // when the scheduler first saw guards empty; zero while in use

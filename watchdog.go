@@ -156,13 +156,15 @@ func (wd *watchdog) grant(ctx context.Context, l *lease) {
 	wd.nudge()
 }
 
-// renewSoon has l renewed now rather than at its next interval: one of its
-// claims vanished, perhaps with the lease itself, and a renewal is how the
-// client learns that (the store refuses it, and tick poisons every guard
-// of l). A renewal already in flight may have been answered before the
-// loss, so another follows it. It does not block.
-func (wd *watchdog) renewSoon(l *lease) {
+// leaveLost unregisters g, whose claim vanished, from l, and has l renewed
+// now rather than at its next interval: the claim may have gone with the
+// lease itself, and a renewal is how the client learns that (the store
+// refuses it, and tick poisons every guard of l). A renewal already in
+// flight may have been answered before the loss, so another follows it.
+// It does not block.
+func (wd *watchdog) leaveLost(l *lease, g *Guard) {
 	wd.mu.Lock()
+	l.guards.remove(g)
 	switch {
 	case l.lost:
 	case l.renewing:
@@ -309,7 +311,7 @@ func (wd *watchdog) renew(ctx context.Context, cancel context.CancelFunc, l *lea
 	}
 	if l.recheck {
 		// A claim vanished while this renewal was in flight, perhaps after
-		// etcd answered it: ask again (see renewSoon).
+		// etcd answered it: ask again (see leaveLost).
 		l.recheck = false
 		l.nextRenew = time.Time{}
 	}

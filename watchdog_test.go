@@ -41,6 +41,25 @@ func bubbleClient(t *testing.T) (*ashlock.LockClient, *memory.Backend) {
 	return c, b
 }
 
+// acquireMany takes keys k0..k(n-1) on c and returns the guards and the
+// lease they share.
+func acquireMany(t *testing.T, c *ashlock.LockClient, n int) ([]*ashlock.Guard, backend.LeaseID) {
+	t.Helper()
+	var guards []*ashlock.Guard
+	for i := range n {
+		g, err := c.Lock(fmt.Sprint("k", i)).Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		guards = append(guards, g)
+	}
+	claim, err := guards[0].Claim()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return guards, claim.Lease
+}
+
 func TestRenewalsKeepGuardValidPastManyTTLs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, _ := bubbleClient(t)
@@ -103,7 +122,7 @@ func TestDeadlineCountsFromLastAcknowledgedSend(t *testing.T) {
 func TestHangingRenewalStillPoisonsBeforeStoreExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, b := bubbleClient(t)
-		other, _ := bubbleClientOn(t, b)
+		other := bubbleClientOn(t, b)
 		start := time.Now()
 		g, err := c.Lock("k").Acquire(t.Context())
 		if err != nil {
@@ -141,15 +160,16 @@ func TestHangingRenewalStillPoisonsBeforeStoreExpiry(t *testing.T) {
 	})
 }
 
-// bubbleClientOn makes a second client on an existing backend.
-func bubbleClientOn(t *testing.T, b *memory.Backend) (*ashlock.LockClient, *memory.Backend) {
+// bubbleClientOn makes a client on an existing backend, which the caller
+// closes.
+func bubbleClientOn(t *testing.T, b backend.Backend) *ashlock.LockClient {
 	t.Helper()
 	c, err := ashlock.ConnectWith(t.Context(), ashlock.LockConfig{DefaultTTL: wdTTL, Logger: quiet}, b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	return c, b
+	return c
 }
 
 func TestLosingOneLeaseLeavesOtherGuardsAlone(t *testing.T) {
@@ -302,29 +322,11 @@ func (f *firstLossOnly) Acquire(ctx context.Context, req backend.AcquireRequest)
 func TestOneLossChecksTheWholeLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memory.New()
-		be := &firstLossOnly{Backend: mem}
-		c, err := ashlock.ConnectWith(t.Context(), ashlock.LockConfig{DefaultTTL: wdTTL, Logger: quiet}, be)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			_ = c.Close(context.Background())
-			_ = mem.Close()
-		}()
-		var guards []*ashlock.Guard
-		for i := range 5 {
-			g, err := c.Lock(fmt.Sprint("k", i)).Acquire(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			guards = append(guards, g)
-		}
-		claim, err := guards[0].Claim()
-		if err != nil {
-			t.Fatal(err)
-		}
+		t.Cleanup(func() { _ = mem.Close() })
+		c := bubbleClientOn(t, &firstLossOnly{Backend: mem})
+		guards, lease := acquireMany(t, c, 5)
 		start := time.Now()
-		if !mem.ExpireLease(claim.Lease) {
+		if !mem.ExpireLease(lease) {
 			t.Fatal("the guards' lease was not live")
 		}
 		synctest.Wait() // no fake time passes: no renewal falls due
@@ -366,30 +368,13 @@ func (s *staleRenewal) KeepAlive(ctx context.Context, id backend.LeaseID) (time.
 func TestLossDuringARenewalChecksAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memory.New()
+		t.Cleanup(func() { _ = mem.Close() })
 		be := &staleRenewal{firstLossOnly: firstLossOnly{Backend: mem}, held: make(chan struct{}), letGo: make(chan struct{})}
-		c, err := ashlock.ConnectWith(t.Context(), ashlock.LockConfig{DefaultTTL: wdTTL, Logger: quiet}, be)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			_ = c.Close(context.Background())
-			_ = mem.Close()
-		}()
-		var guards []*ashlock.Guard
-		for i := range 3 {
-			g, err := c.Lock(fmt.Sprint("k", i)).Acquire(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			guards = append(guards, g)
-		}
-		claim, err := guards[0].Claim()
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := bubbleClientOn(t, be)
+		guards, lease := acquireMany(t, c, 3)
 		be.hold.Store(true)
 		<-be.held // the first scheduled renewal, answered "alive" and held
-		if !mem.ExpireLease(claim.Lease) {
+		if !mem.ExpireLease(lease) {
 			t.Fatal("the guards' lease was not live")
 		}
 		synctest.Wait()

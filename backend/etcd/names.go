@@ -127,14 +127,13 @@ func (p *namePool) giveBack(key, name string, w *keyWatch) {
 		f = &freeNames{}
 		p.keys[key] = f
 	}
-	switch {
-	case f.n == maxFreeNames:
-		drop = append(drop, w)
-	case w != nil && p.parked >= maxParkedWatches:
-		drop = append(drop, w)
-		w = nil
-		fallthrough
-	default:
+	if f.n == maxFreeNames || (w != nil && p.parked >= maxParkedWatches) {
+		if w != nil {
+			drop = append(drop, w)
+			w = nil
+		}
+	}
+	if f.n < maxFreeNames {
 		f.names[f.n], f.watches[f.n] = name, w
 		f.n++
 		if w != nil {
@@ -143,9 +142,7 @@ func (p *namePool) giveBack(key, name string, w *keyWatch) {
 	}
 	p.mu.Unlock()
 	for _, w := range drop {
-		if w != nil {
-			p.stop(w)
-		}
+		p.stop(w)
 	}
 }
 

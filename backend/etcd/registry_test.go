@@ -108,29 +108,15 @@ func TestRegistryParkedWatchServesTheNextClaim(t *testing.T) {
 			tm := newTestMux(t)
 			r := newRegistry(tm.mux)
 			first := make(lossRecorder, 1)
-			e, _ := r.add("claim", first, nil)
-			r.setToken(e, tm.e.put("claim"))
-			r.promote(e)
+			e := heldClaim(tm, r, first)
 			tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 1 }, "the claim's watch")
-			ok, w := r.removeClaim("claim", e.token)
-			if !ok || w == nil {
-				t.Fatalf("removeClaim = %v, %p; want the watch parked", ok, w)
-			}
+			w := releaseParks(t, r, e)
 			tm.e.del("claim") // the release
 			if delSeen {
 				barrier(t, tm)
 			}
 
-			next := make(lossRecorder, 1)
-			e2, err := r.add("claim", next, w)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !r.setToken(e2, tm.e.put("claim")) || !r.promote(e2) {
-				t.Fatal("the next claim counted as lost by the release of the one before")
-			}
-			barrier(t, tm)
-			none(t, next, "OnLost while the next claim is there")
+			_, next := nextClaimAdopts(t, tm, r, w)
 			none(t, first, "OnLost of the released claim")
 			tm.mux.mu.Lock()
 			id := w.id
@@ -147,12 +133,56 @@ func TestRegistryParkedWatchServesTheNextClaim(t *testing.T) {
 			if creates != 1 || cancelled {
 				t.Fatalf("%d watches created on the claim's name, and cancelled: %v; want 1 serving both claims, live", creates, cancelled)
 			}
-			del := tm.e.del("claim")
-			cause := recv(t, next, "OnLost after the next claim's delete")
-			if want := fmt.Sprintf("revision %d", del); !strings.Contains(cause.Error(), want) {
-				t.Fatalf("OnLost: %v; want it to name the delete at %s", cause, want)
-			}
+			lostOnDelete(t, tm, "claim", next)
 		})
+	}
+}
+
+// heldClaim registers "claim", creates it in tm's etcd and hands it out,
+// as an Acquire does; lost hears its loss.
+func heldClaim(tm *testMux, r *registry, lost lossRecorder) *entry {
+	e, _ := r.add("claim", lost, nil)
+	r.setToken(e, tm.e.put("claim"))
+	r.promote(e)
+	return e
+}
+
+// releaseParks unregisters e as Release does and returns its parked watch.
+func releaseParks(t *testing.T, r *registry, e *entry) *keyWatch {
+	t.Helper()
+	ok, w := r.removeClaim(e.key, e.token)
+	if !ok || w == nil {
+		t.Fatalf("removeClaim = %v, %p; want the watch parked", ok, w)
+	}
+	return w
+}
+
+// nextClaimAdopts registers the next claim under the name with the parked
+// watch w, creates it and hands it out, and checks that nothing reports it
+// lost while it is there. OnLost of the new claim goes to the result.
+func nextClaimAdopts(t *testing.T, tm *testMux, r *registry, w *keyWatch) (*entry, lossRecorder) {
+	t.Helper()
+	next := make(lossRecorder, 1)
+	e, err := r.add("claim", next, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.setToken(e, tm.e.put("claim")) || !r.promote(e) {
+		t.Fatal("the next claim counted as lost by the release of the one before")
+	}
+	barrier(t, tm)
+	none(t, next, "OnLost while the next claim is there")
+	return e, next
+}
+
+// lostOnDelete deletes key and checks that lost hears of it, naming the
+// delete's revision.
+func lostOnDelete(t *testing.T, tm *testMux, key string, lost lossRecorder) {
+	t.Helper()
+	del := tm.e.del(key)
+	cause := recv(t, lost, "OnLost after the delete")
+	if want := fmt.Sprintf("revision %d", del); !strings.Contains(cause.Error(), want) {
+		t.Fatalf("OnLost: %v; want it to name the delete at %s", cause, want)
 	}
 }
 
@@ -249,11 +279,7 @@ func TestRegistryEarlyWatch(t *testing.T) {
 		t.Helper()
 		barrier(t, x.tm)
 		none(t, x.lost, "OnLost while the claim is there")
-		del := x.tm.e.del("claim")
-		cause := recv(t, x.lost, "OnLost after the delete")
-		if want := fmt.Sprintf("revision %d", del); !strings.Contains(cause.Error(), want) {
-			t.Fatalf("OnLost: %v; want it to name the delete at %s", cause, want)
-		}
+		lostOnDelete(t, x.tm, "claim", x.lost)
 	}
 
 	t.Run("EarlierIncarnationDeleted", func(t *testing.T) {
@@ -383,14 +409,9 @@ func TestRegistryParkedWatchOutlivesTheStream(t *testing.T) {
 		t.Run(fmt.Sprintf("compacted=%v", compacted), func(t *testing.T) {
 			tm := newTestMux(t)
 			r := newRegistry(tm.mux)
-			e, _ := r.add("claim", nil, nil)
-			r.setToken(e, tm.e.put("claim"))
-			r.promote(e)
+			e := heldClaim(tm, r, make(lossRecorder, 1))
 			barrier(t, tm)
-			ok, w := r.removeClaim("claim", e.token)
-			if !ok || w == nil {
-				t.Fatalf("removeClaim = %v, %p; want the watch parked", ok, w)
-			}
+			w := releaseParks(t, r, e)
 
 			tm.e.setOpenErr(errors.New("fake: down"))
 			tm.e.breakStream()
@@ -410,24 +431,11 @@ func TestRegistryParkedWatchOutlivesTheStream(t *testing.T) {
 			}, "the parked watch on the new stream")
 			barrier(t, tm)
 
-			next := make(lossRecorder, 1)
-			e2, err := r.add("claim", next, w)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !r.setToken(e2, tm.e.put("claim")) || !r.promote(e2) {
-				t.Fatal("the next claim counted as lost by the release of the one before")
-			}
-			barrier(t, tm)
-			none(t, next, "OnLost while the next claim is there")
+			e2, next := nextClaimAdopts(t, tm, r, w)
 			if e2.watch != w {
 				t.Fatal("the next claim did not adopt the parked watch")
 			}
-			del := tm.e.del("claim")
-			cause := recv(t, next, "OnLost after the next claim's delete")
-			if want := fmt.Sprintf("revision %d", del); !strings.Contains(cause.Error(), want) {
-				t.Fatalf("OnLost: %v; want it to name the delete at %s", cause, want)
-			}
+			lostOnDelete(t, tm, "claim", next)
 		})
 	}
 }

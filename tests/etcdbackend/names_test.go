@@ -50,14 +50,7 @@ func TestNamesReusedAcrossAcquisitions(t *testing.T) {
 		}
 		tokens = append(tokens, c.Token)
 		ids[c.ID] = true
-		try := request("k", l, "try")
-		try.Wait = false
-		if _, err := b.Acquire(testCtx(t, waitBound), try); !errors.Is(err, backend.ErrLocked) {
-			t.Fatalf("cycle %d: TryAcquire of a held key: %v, want ErrLocked", i, err)
-		}
-		if err := b.Release(testCtx(t, waitBound), c); err != nil {
-			t.Fatal(err)
-		}
+		tryHeldThenRelease(t, b, l, c, i)
 		if i%5 != 4 {
 			return
 		}
@@ -447,15 +440,7 @@ func TestWatchReusedAcrossAcquisitions(t *testing.T) {
 			b, cli := newBackend(t, shared, prefix, wc.configure)
 			l := grant(t, b, 30*time.Second)
 			for i := range 20 {
-				c := acquire(t, b, request("k", l, "cycle"))
-				try := request("k", l, "try")
-				try.Wait = false
-				if _, err := b.Acquire(testCtx(t, waitBound), try); !errors.Is(err, backend.ErrLocked) {
-					t.Fatalf("cycle %d: TryAcquire of a held key: %v, want ErrLocked", i, err)
-				}
-				if err := b.Release(testCtx(t, waitBound), c); err != nil {
-					t.Fatal(err)
-				}
+				tryHeldThenRelease(t, b, l, acquire(t, b, request("k", l, "cycle")), i)
 			}
 			// One watch per name in use at once: the holder's, and the
 			// TryAcquire's name never had a claim, so never a watch.
@@ -488,5 +473,19 @@ func TestWatchReusedAcrossAcquisitions(t *testing.T) {
 				t.Errorf("%d watches created in all, want the one reused", n)
 			}
 		})
+	}
+}
+
+// tryHeldThenRelease checks that a TryAcquire of c's key, held by c, fails
+// with ErrLocked, then releases c; i numbers the cycle in messages.
+func tryHeldThenRelease(t *testing.T, b *etcd.Backend, l backend.Lease, c backend.Claim, i int) {
+	t.Helper()
+	try := request(c.Key, l, "try")
+	try.Wait = false
+	if _, err := b.Acquire(testCtx(t, waitBound), try); !errors.Is(err, backend.ErrLocked) {
+		t.Fatalf("cycle %d: TryAcquire of a held key: %v, want ErrLocked", i, err)
+	}
+	if err := b.Release(testCtx(t, waitBound), c); err != nil {
+		t.Fatal(err)
 	}
 }
