@@ -1,6 +1,8 @@
 package bench_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -18,97 +20,134 @@ import (
 // Txn that deletes it only if its create revision is still the one it got
 // (guarantee 7), with no client, lease pool, guard or watch around them.
 // ashlock ÷ raw-2txns is what the library adds to its protocol.
+// raw-txn+delete is the same take with the Mutex's release, a plain
+// Delete: raw-2txns ÷ raw-txn+delete is what comparing on the claim's
+// identity at release costs.
+//
+// The implementations run in an order that starts at a random place (see
+// runInTurn); `make bench` runs this benchmark in 20 processes, one sample
+// of each implementation per process, so that the samples of all of them
+// are spread over the same stretch of time.
 func BenchmarkUncontended(b *testing.B) {
-	b.Run("impl=ashlock", func(b *testing.B) {
-		var ctr rpcCounter
-		cli := newEtcd(b, &ctr)
-		compact(b, cli)
-		c, _ := newAshlock(b, cli, newPrefix("uncontended"))
-		lock := c.Lock("k")
-		ctx := runCtx(b)
-		cycle := func() {
-			g, err := lock.Acquire(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := g.Unlock(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
-		cycle() // grant the pooled lease and open the keep-alive stream
-		before := ctr.snapshot()
-		b.ReportAllocs()
-		for b.Loop() {
-			cycle()
-		}
-		reportRPCs(b, before, ctr.snapshot(), b.N, "op")
+	runInTurn(b, []impl{
+		{"ashlock", uncontendedAshlock},
+		{"etcd-mutex", uncontendedMutex},
+		{"raw-2txns", func(b *testing.B) { uncontendedRaw(b, releaseIfSame) }},
+		{"raw-txn+delete", func(b *testing.B) { uncontendedRaw(b, releasePlain) }},
+		{"raw-2puts", uncontendedRawPuts},
 	})
-	b.Run("impl=etcd-mutex", func(b *testing.B) {
-		var ctr rpcCounter
-		cli := newEtcd(b, &ctr)
-		compact(b, cli)
-		m := concurrency.NewMutex(newSession(b, cli, 0), newPrefix("uncontended")+"k")
-		ctx := runCtx(b)
-		before := ctr.snapshot()
-		b.ReportAllocs()
-		for b.Loop() {
-			if err := m.Lock(ctx); err != nil {
-				b.Fatal(err)
-			}
-			if err := m.Unlock(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
-		reportRPCs(b, before, ctr.snapshot(), b.N, "op")
-	})
-	b.Run("impl=raw-2txns", func(b *testing.B) {
-		var ctr rpcCounter
-		cli := newEtcd(b, &ctr)
-		compact(b, cli)
-		prefix := newPrefix("uncontended")
-		key := prefix + "k/claim"
-		ctx := runCtx(b)
-		lease, err := cli.Grant(ctx, 30)
+}
+
+func uncontendedAshlock(b *testing.B) {
+	var ctr rpcCounter
+	cli := newEtcd(b, &ctr)
+	compact(b, cli)
+	c, _ := newAshlock(b, cli, newPrefix("uncontended"))
+	lock := c.Lock("k")
+	ctx := runCtx(b)
+	cycle := func() {
+		g, err := lock.Acquire(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
-		before := ctr.snapshot()
-		b.ReportAllocs()
-		for b.Loop() {
-			take, err := cli.Txn(ctx).
-				If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-				Then(clientv3.OpGet(prefix+"k/", clientv3.WithLastCreate()...),
-					clientv3.OpPut(key, "held", clientv3.WithLease(lease.ID))).
-				Commit()
-			if err != nil || !take.Succeeded {
-				b.Fatalf("take: succeeded=%v err=%v", take != nil && take.Succeeded, err)
-			}
-			give, err := cli.Txn(ctx).
-				If(clientv3.Compare(clientv3.CreateRevision(key), "=", take.Header.Revision)).
-				Then(clientv3.OpDelete(key)).
-				Commit()
-			if err != nil || !give.Succeeded {
-				b.Fatalf("give back: succeeded=%v err=%v", give != nil && give.Succeeded, err)
-			}
+		if err := g.Unlock(ctx); err != nil {
+			b.Fatal(err)
 		}
-		reportRPCs(b, before, ctr.snapshot(), b.N, "op")
-	})
-	b.Run("impl=raw-2puts", func(b *testing.B) {
-		var ctr rpcCounter
-		cli := newEtcd(b, &ctr)
-		compact(b, cli)
-		key := newPrefix("uncontended") + "k"
-		ctx := runCtx(b)
-		before := ctr.snapshot()
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := cli.Put(ctx, key, "held"); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := cli.Put(ctx, key, "free"); err != nil {
-				b.Fatal(err)
-			}
+	}
+	cycle() // grant the pooled lease and open the keep-alive stream
+	before := ctr.snapshot()
+	b.ReportAllocs()
+	for b.Loop() {
+		cycle()
+	}
+	reportRPCs(b, before, ctr.snapshot(), b.N, "op")
+}
+
+func uncontendedMutex(b *testing.B) {
+	var ctr rpcCounter
+	cli := newEtcd(b, &ctr)
+	compact(b, cli)
+	m := concurrency.NewMutex(newSession(b, cli, 0), newPrefix("uncontended")+"k")
+	ctx := runCtx(b)
+	before := ctr.snapshot()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := m.Lock(ctx); err != nil {
+			b.Fatal(err)
 		}
-		reportRPCs(b, before, ctr.snapshot(), b.N, "op")
-	})
+		if err := m.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportRPCs(b, before, ctr.snapshot(), b.N, "op")
+}
+
+func uncontendedRawPuts(b *testing.B) {
+	var ctr rpcCounter
+	cli := newEtcd(b, &ctr)
+	compact(b, cli)
+	key := newPrefix("uncontended") + "k"
+	ctx := runCtx(b)
+	before := ctr.snapshot()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := cli.Put(ctx, key, "held"); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := cli.Put(ctx, key, "free"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportRPCs(b, before, ctr.snapshot(), b.N, "op")
+}
+
+// uncontendedRaw runs the cycle of a lock sent by hand: the take is
+// ashlock's own enqueue Txn (put the claim if absent, with a lease, and read
+// the newest claim of the queue), the give-back is release.
+func uncontendedRaw(b *testing.B, release func(ctx context.Context, cli *clientv3.Client, key string, rev int64) error) {
+	var ctr rpcCounter
+	cli := newEtcd(b, &ctr)
+	compact(b, cli)
+	prefix := newPrefix("uncontended")
+	key := prefix + "k/claim"
+	ctx := runCtx(b)
+	lease, err := cli.Grant(ctx, 30)
+	if err != nil {
+		b.Fatal(err)
+	}
+	before := ctr.snapshot()
+	b.ReportAllocs()
+	for b.Loop() {
+		take, err := cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpGet(prefix+"k/", clientv3.WithLastCreate()...),
+				clientv3.OpPut(key, "held", clientv3.WithLease(lease.ID))).
+			Commit()
+		if err != nil || !take.Succeeded {
+			b.Fatalf("take: succeeded=%v err=%v", take != nil && take.Succeeded, err)
+		}
+		if err := release(ctx, cli, key, take.Header.Revision); err != nil {
+			b.Fatalf("give back: %v", err)
+		}
+	}
+	reportRPCs(b, before, ctr.snapshot(), b.N, "op")
+}
+
+// releaseIfSame deletes key only if its create revision is still rev:
+// ashlock's release (guarantee 7).
+func releaseIfSame(ctx context.Context, cli *clientv3.Client, key string, rev int64) error {
+	resp, err := cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+		Then(clientv3.OpDelete(key)).
+		Commit()
+	if err == nil && !resp.Succeeded {
+		err = errors.New("the claim was not the one taken")
+	}
+	return err
+}
+
+// releasePlain deletes key whatever is there, as the Mutex's Unlock does.
+func releasePlain(ctx context.Context, cli *clientv3.Client, key string, _ int64) error {
+	_, err := cli.Delete(ctx, key)
+	return err
 }
