@@ -32,9 +32,9 @@ func reportRPCs(b *testing.B, before, after counts, n int, unit string) {
 	b.ReportMetric(float64(d.streamRecv)/float64(n), "msgs-in/"+unit)
 }
 
-// impl is one implementation under a benchmark: run is its sub-benchmark,
-// named "impl=" + name.
-type impl struct {
+// implBench is one implementation under a benchmark: run is its
+// sub-benchmark, named "impl=" + name.
+type implBench struct {
 	name string
 	run  func(*testing.B)
 }
@@ -42,10 +42,10 @@ type impl struct {
 // runInTurn runs each of impls as a sub-benchmark, in the order of the
 // list but starting at a random place in it. go test runs a sub-benchmark
 // -count times in a row, so implementations are compared fairly only over
-// several processes (see the Makefile's bench target); run in a fixed
-// order, the first of each process would always meet a freshly started
-// etcd, and each the garbage its neighbour left behind.
-func runInTurn(b *testing.B, impls []impl) {
+// several processes (see the Makefile's bench-uncontended target); run in
+// a fixed order, the first of each process would always meet a freshly
+// started etcd, and each the garbage its neighbour left behind.
+func runInTurn(b *testing.B, impls []implBench) {
 	first := rand.IntN(len(impls))
 	for i := range impls {
 		im := impls[(first+i)%len(impls)]

@@ -29,7 +29,7 @@ import (
 // of each implementation per process, so that the samples of all of them
 // are spread over the same stretch of time.
 func BenchmarkUncontended(b *testing.B) {
-	runInTurn(b, []impl{
+	runInTurn(b, []implBench{
 		{"ashlock", uncontendedAshlock},
 		{"etcd-mutex", uncontendedMutex},
 		{"raw-2txns", func(b *testing.B) { uncontendedRaw(b, releaseIfSame) }},
