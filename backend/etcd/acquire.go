@@ -65,7 +65,7 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 		return backend.Claim{}, err
 	}
 	a.e = e
-	if req.Wait {
+	if req.Wait && b.reg.watchesEarly() {
 		b.reg.watchEarly(e) // before the claim exists: see registry.go
 	}
 	c, err := a.run(ctx)

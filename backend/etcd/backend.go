@@ -58,17 +58,21 @@ func (b *Backend) NamesClaims() {}
 // contact etcd and starts no goroutine; on first use the Backend starts
 // two that serve its watch stream (the watches of its own claims and of
 // the claims its waiters are behind) and one that serves lease
-// keep-alives. It fails if cli is nil or an option is invalid (errors wrap
-// ErrBadPrefix).
+// keep-alives, and a timer that starts the watches of claims held longer
+// than the claim watch delay (WithClaimWatchDelay). It fails if cli is nil
+// or an option is invalid (errors wrap ErrBadPrefix or ErrBadWatchDelay).
 func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 	if cli == nil {
 		return nil, errors.New("etcd: New needs a client, got nil")
 	}
-	cfg := config{prefix: DefaultPrefix}
+	cfg := config{prefix: DefaultPrefix, watchDelay: DefaultClaimWatchDelay}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	if err := validatePrefix(cfg.prefix); err != nil {
+		return nil, err
+	}
+	if err := validateWatchDelay(cfg.watchDelay); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -79,7 +83,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 		cancel: cancel,
 	}
 	b.keeper = newKeeper(ctx, cli, b.spawn)
-	b.reg = newRegistry(newMux(ctx, cli, b.spawn))
+	b.reg = newRegistry(newMux(ctx, cli, b.spawn), cfg.watchDelay)
 	b.names = newNamePool(b.reg.mux.stop)
 	return b, nil
 }
@@ -138,6 +142,7 @@ func (b *Backend) Close() error {
 	if b.closed.Swap(true) {
 		return closedError("close")
 	}
+	b.reg.closeLate()
 	b.spawnMu.Lock()
 	b.stopping = true
 	b.spawnMu.Unlock()

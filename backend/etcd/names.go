@@ -42,7 +42,8 @@ import (
 // mux.park): the next acquisition that borrows the name adopts it instead
 // of creating a watch and cancelling it again, so a key taken over and over
 // costs its Backend no watch traffic but the one delete event of each
-// release. A parked watch is for no incarnation yet (its resume revision is
+// release (and none at all while no claim of the key has been held past the
+// claim watch delay, see latewatch.go). A parked watch is for no incarnation yet (its resume revision is
 // unknown, as for a watch started before its claim exists), so adopting it
 // is exactly as safe as starting a new watch early.
 

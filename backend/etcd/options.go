@@ -3,6 +3,7 @@ package etcd
 import (
 	"errors"
 	"fmt"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -21,7 +22,8 @@ var ErrBadPrefix = errors.New("etcd: invalid key prefix")
 type Option func(*config)
 
 type config struct {
-	prefix string
+	prefix     string
+	watchDelay time.Duration
 }
 
 // WithPrefix sets the etcd key prefix under which the Backend keeps every
@@ -34,6 +36,34 @@ type config struct {
 // ErrBadPrefix.
 func WithPrefix(p string) Option {
 	return func(c *config) { c.prefix = p }
+}
+
+// ErrBadWatchDelay reports a delay that WithClaimWatchDelay rejects.
+var ErrBadWatchDelay = errors.New("etcd: invalid claim watch delay")
+
+// WithClaimWatchDelay sets how long a new claim may go without a watch of
+// its own (default DefaultClaimWatchDelay, 5ms). A claim is watched, so
+// that its loss - a revoked lease, an operator's delete - poisons its guard
+// at once, only once it has existed for between d and 2d; a lock released
+// sooner costs etcd and the client no watch traffic. The price is the
+// detection of a loss in a claim's first moments: it comes when the watch
+// starts, up to 2d and a round trip after the claim was made. A claim that
+// inherits the watch of an earlier claim of the same key by this Backend
+// (watches are kept for reuse once started) is watched at once. Zero
+// watches every claim from before it is created, as earlier versions did.
+//
+// d must be between 0 and 40ms, which keeps detection well within the
+// 100ms that guarantee 4 aims for; otherwise New fails with an error
+// wrapping ErrBadWatchDelay.
+func WithClaimWatchDelay(d time.Duration) Option {
+	return func(c *config) { c.watchDelay = d }
+}
+
+func validateWatchDelay(d time.Duration) error {
+	if d < 0 || d > maxClaimWatchDelay {
+		return fmt.Errorf("%w: %v, want 0 to %v", ErrBadWatchDelay, d, maxClaimWatchDelay)
+	}
+	return nil
 }
 
 // validatePrefix checks p against the rules documented on WithPrefix. The

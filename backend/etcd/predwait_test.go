@@ -13,7 +13,7 @@ func waiter(t *testing.T, tm *testMux) *acquisition {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	b := &Backend{ctx: ctx, reg: newRegistry(tm.mux)}
+	b := &Backend{ctx: ctx, reg: newRegistry(tm.mux, 0)}
 	e, err := b.reg.add("own", nil, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package etcd
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/ash-lock/ashlock/backend"
 )
@@ -30,11 +31,18 @@ import (
 // (lost is closed) and a holder's OnLost is called. Release and a failed
 // Acquire remove the entry first and park or cancel the watch (see
 // removeClaim and detach), so the delete they make is not reported.
+//
+// With a claim watch delay (latewatch.go), a claim whose name came without
+// a parked watch is not watched early: its watch starts once the claim has
+// existed for a while, and the read settles the deletes before it.
+//
+// Lock order: registry.mu, then mux.mu (startLate); never the reverse.
 type registry struct {
 	mux *mux
 
 	mu      sync.Mutex
 	entries map[string]*entry
+	late    lateWatches
 }
 
 // entry is one claim being acquired or held. It is the target of the
@@ -53,9 +61,17 @@ type entry struct {
 	isLost  bool
 }
 
-func newRegistry(m *mux) *registry {
-	return &registry{mux: m, entries: make(map[string]*entry)}
+// newRegistry returns a registry whose claims without a parked watch are
+// watched once they have existed for lateBy (see latewatch.go), or, with
+// lateBy 0, from before they exist (watchEarly) or from the moment their
+// create revision is known.
+func newRegistry(m *mux, lateBy time.Duration) *registry {
+	return &registry{mux: m, entries: make(map[string]*entry), late: lateWatches{delay: lateBy}}
 }
+
+// watchesEarly reports whether a waiting Acquire should call watchEarly:
+// only without a claim watch delay.
+func (r *registry) watchesEarly() bool { return r.late.delay == 0 }
 
 // add registers the claim key for one Acquire, with w, the parked watch
 // that came with the claim's name (nil if none), as its watch. A key
@@ -103,9 +119,10 @@ func (r *registry) watchEarly(e *entry) {
 }
 
 // setToken records the claim's create revision and has its watch look
-// for the claim's delete from the next revision on, starting the watch if
-// watchEarly did not. It reports false if the claim is already known to be
-// gone. Called at most once per entry.
+// for the claim's delete from the next revision on. A claim without a
+// watch (no parked one, no watchEarly) gets one now, or, with a claim watch
+// delay, later (latewatch.go). It reports false if the claim is already
+// known to be gone. Called at most once per entry.
 func (r *registry) setToken(e *entry, token int64) bool {
 	r.mu.Lock()
 	if e.isLost {
@@ -114,6 +131,11 @@ func (r *registry) setToken(e *entry, token int64) bool {
 	}
 	e.token = token
 	w, early := e.watch, e.watch != nil
+	if !early && !e.ended && r.late.delay > 0 {
+		r.deferWatchLocked(e)
+		r.mu.Unlock()
+		return true
+	}
 	if !early && !e.ended {
 		w = &keyWatch{key: e.key, from: token + 1, now: true, target: e}
 		e.watch = w

@@ -26,7 +26,7 @@ func TestRegistryReportsLoss(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			tm := newTestMux(t)
-			r := newRegistry(tm.mux)
+			r := newRegistry(tm.mux, 0)
 			lost := make(lossRecorder, 2)
 			e, err := r.add("claim", lost, nil)
 			if err != nil {
@@ -62,7 +62,7 @@ func TestRegistryReportsLoss(t *testing.T) {
 // of its own token unregisters it.
 func TestRegistryReleasedClaimIsSilent(t *testing.T) {
 	tm := newTestMux(t)
-	r := newRegistry(tm.mux)
+	r := newRegistry(tm.mux, 0)
 	lost := make(lossRecorder, 1)
 	e, _ := r.add("claim", lost, nil)
 	token := tm.e.put("claim")
@@ -106,7 +106,7 @@ func TestRegistryParkedWatchServesTheNextClaim(t *testing.T) {
 	for _, delSeen := range []bool{true, false} {
 		t.Run(fmt.Sprintf("releaseDeleteSeenFirst=%v", delSeen), func(t *testing.T) {
 			tm := newTestMux(t)
-			r := newRegistry(tm.mux)
+			r := newRegistry(tm.mux, 0)
 			first := make(lossRecorder, 1)
 			e := heldClaim(tm, r, first)
 			tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 1 }, "the claim's watch")
@@ -198,7 +198,7 @@ func TestRegistryLossBeforeTheWatch(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tm := newTestMux(t)
 			tm.e.setLagging(lagging)
-			r := newRegistry(tm.mux)
+			r := newRegistry(tm.mux, 0)
 			gone, kept := make(lossRecorder, 1), make(lossRecorder, 1)
 			eg, _ := r.add("gone", gone, nil)
 			ek, _ := r.add("kept", kept, nil)
@@ -258,7 +258,7 @@ func TestRegistryEarlyWatch(t *testing.T) {
 	}
 	early := func(t *testing.T) *setup {
 		tm := newTestMux(t)
-		r := newRegistry(tm.mux)
+		r := newRegistry(tm.mux, 0)
 		lost := make(lossRecorder, 2)
 		e, err := r.add("claim", lost, nil)
 		if err != nil {
@@ -326,7 +326,7 @@ func TestRegistryEarlyWatch(t *testing.T) {
 		}
 		t.Run("LostTheRace/"+name, func(t *testing.T) {
 			tm := newTestMux(t)
-			r := newRegistry(tm.mux)
+			r := newRegistry(tm.mux, 0)
 			barrier(t, tm) // the stream is up
 			for _, gone := range []bool{false, true} {
 				key := fmt.Sprint("claim-", gone)
@@ -408,7 +408,7 @@ func TestRegistryParkedWatchOutlivesTheStream(t *testing.T) {
 	for _, compacted := range []bool{false, true} {
 		t.Run(fmt.Sprintf("compacted=%v", compacted), func(t *testing.T) {
 			tm := newTestMux(t)
-			r := newRegistry(tm.mux)
+			r := newRegistry(tm.mux, 0)
 			e := heldClaim(tm, r, make(lossRecorder, 1))
 			barrier(t, tm)
 			w := releaseParks(t, r, e)

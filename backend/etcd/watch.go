@@ -200,13 +200,27 @@ func newMuxWith(ctx context.Context, open func(context.Context) (watchStream, er
 // for good, the target's watchFailed is called before start returns. A
 // keyWatch is started at most once.
 func (m *mux) start(w *keyWatch) {
-	m.mu.Lock()
-	if m.down != nil {
-		err := m.down
-		w.state = watchDone
-		m.mu.Unlock()
+	s, err := m.begin(w)
+	if err != nil {
 		w.target.watchFailed(err)
 		return
+	}
+	if s != nil {
+		m.flush(s)
+	}
+}
+
+// begin is start without the sends and the call to the target: it makes w
+// live and queues its create, and returns the stream the caller must
+// flush (nil if no stream is up: the next one creates w), or, if the mux
+// has stopped for good, the error the target would hear. It takes only
+// m.mu, so a caller may hold its own lock around it (see startLate).
+func (m *mux) begin(w *keyWatch) (*wstream, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.down != nil {
+		w.state = watchDone
+		return nil, m.down
 	}
 	w.state = watchLive
 	m.live[w] = struct{}{}
@@ -217,10 +231,7 @@ func (m *mux) start(w *keyWatch) {
 	if s != nil {
 		m.createLocked(s, w)
 	}
-	m.mu.Unlock()
-	if s != nil {
-		m.flush(s)
-	}
+	return s, nil
 }
 
 // stop ends w: its target hears nothing more once stop has returned,

@@ -34,8 +34,14 @@ func uniquePrefix(t testing.TB) string {
 // closed in t.Cleanup (the backend first).
 func newBackend(t testing.TB, c *etcdtest.Cluster, prefix string, configure ...func(*clientv3.Config)) (*etcd.Backend, *clientv3.Client) {
 	t.Helper()
+	return newBackendWith(t, c, prefix, nil, configure...)
+}
+
+// newBackendWith is newBackend with Backend options besides the prefix.
+func newBackendWith(t testing.TB, c *etcdtest.Cluster, prefix string, opts []etcd.Option, configure ...func(*clientv3.Config)) (*etcd.Backend, *clientv3.Client) {
+	t.Helper()
 	cli := c.Client(t, configure...)
-	b, err := etcd.New(cli, etcd.WithPrefix(prefix))
+	b, err := etcd.New(cli, append([]etcd.Option{etcd.WithPrefix(prefix)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package etcdbackend_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -429,50 +430,65 @@ func (n *nameLog) created(t *testing.T, dir string) []string {
 }
 
 // A claim's watch is reused by the next claim under the same name: a key
-// taken over and over, TryAcquires on it included, creates one watch in
-// all, and the claim that inherits it still learns of its loss - an
-// operator's delete, or its lease's revoke - through it.
+// taken over and over, TryAcquires on it included, creates at most one
+// watch in all, and the claim that inherits it still learns of its loss - an
+// operator's delete, or its lease's revoke - through it. Without a claim
+// watch delay the first claim is watched from before it exists, so exactly
+// one watch serves all 20 cycles; with the default delay a claim released
+// within it is never watched, and the first one held longer (on a slow
+// machine a cycle may be; the last claim here always is) starts the one
+// watch that the rest reuse.
 func TestWatchReusedAcrossAcquisitions(t *testing.T) {
-	for _, loss := range []string{"OperatorDelete", "LeaseRevoked"} {
-		t.Run(loss, func(t *testing.T) {
-			prefix := uniquePrefix(t)
-			var wc watchCounter
-			b, cli := newBackend(t, shared, prefix, wc.configure)
-			l := grant(t, b, 30*time.Second)
-			for i := range 20 {
-				tryHeldThenRelease(t, b, l, acquire(t, b, request("k", l, "cycle")), i)
-			}
-			// One watch per name in use at once: the holder's, and the
-			// TryAcquire's name never had a claim, so never a watch.
-			if n := wc.single.Load(); n != 1 {
-				t.Fatalf("%d watches created over 20 cycles, want 1 reused by every claim", n)
-			}
+	for _, delay := range []time.Duration{0, etcd.DefaultClaimWatchDelay} {
+		for _, loss := range []string{"OperatorDelete", "LeaseRevoked"} {
+			t.Run(fmt.Sprintf("delay=%v/%s", delay, loss), func(t *testing.T) {
+				watchReused(t, delay, loss)
+			})
+		}
+	}
+}
 
-			lost := newLostSignal()
-			r := request("k", l, "last")
-			r.OnLost = backend.LossFunc(lost.onLost)
-			c := acquire(t, b, r)
-			at := time.Now()
-			switch loss {
-			case "OperatorDelete":
-				resp, err := cli.Delete(testCtx(t, waitBound), b.ClaimKey(c))
-				if err != nil || resp.Deleted != 1 {
-					t.Fatalf("delete %s: %v (%d deleted)", b.ClaimKey(c), err, resp.Deleted)
-				}
-			case "LeaseRevoked":
-				if err := b.Revoke(testCtx(t, waitBound), l.ID); err != nil {
-					t.Fatal(err)
-				}
-			}
-			took := lost.await(t, lossBound, at)
-			t.Logf("OnLost %v after the loss, on the reused watch", took)
-			if !errors.Is(lost.cause, backend.ErrLeaseExpired) {
-				t.Errorf("OnLost cause %v, want ErrLeaseExpired", lost.cause)
-			}
-			if n := wc.single.Load(); n != 1 {
-				t.Errorf("%d watches created in all, want the one reused", n)
-			}
-		})
+func watchReused(t *testing.T, delay time.Duration, loss string) {
+	prefix := uniquePrefix(t)
+	var wc watchCounter
+	b, cli := newBackendWith(t, shared, prefix, []etcd.Option{etcd.WithClaimWatchDelay(delay)}, wc.configure)
+	l := grant(t, b, 30*time.Second)
+	for i := range 20 {
+		tryHeldThenRelease(t, b, l, acquire(t, b, request("k", l, "cycle")), i)
+	}
+	// One watch per name in use at once: the holder's, and the
+	// TryAcquire's name never had a claim, so never a watch.
+	n := wc.single.Load()
+	if delay == 0 && n != 1 {
+		t.Fatalf("%d watches created over 20 cycles, want 1 reused by every claim", n)
+	}
+	if n > 1 {
+		t.Fatalf("%d watches created over 20 cycles, want at most 1", n)
+	}
+
+	lost := newLostSignal()
+	r := request("k", l, "last")
+	r.OnLost = backend.LossFunc(lost.onLost)
+	c := acquire(t, b, r)
+	at := time.Now()
+	switch loss {
+	case "OperatorDelete":
+		resp, err := cli.Delete(testCtx(t, waitBound), b.ClaimKey(c))
+		if err != nil || resp.Deleted != 1 {
+			t.Fatalf("delete %s: %v (%d deleted)", b.ClaimKey(c), err, resp.Deleted)
+		}
+	case "LeaseRevoked":
+		if err := b.Revoke(testCtx(t, waitBound), l.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	took := lost.await(t, lossBound, at)
+	t.Logf("OnLost %v after the loss (%d watches created before it)", took, n)
+	if !errors.Is(lost.cause, backend.ErrLeaseExpired) {
+		t.Errorf("OnLost cause %v, want ErrLeaseExpired", lost.cause)
+	}
+	if n := wc.single.Load(); n != 1 {
+		t.Errorf("%d watches created in all, want the one reused", n)
 	}
 }
 
