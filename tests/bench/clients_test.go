@@ -55,9 +55,9 @@ func newEtcd(b testing.TB, ctr *rpcCounter) *clientv3.Client {
 
 // newAshlock returns an ashlock client on its own etcd backend over cli,
 // under prefix. Both are closed in b.Cleanup, before cli.
-func newAshlock(b testing.TB, cli *clientv3.Client, prefix string) (*ashlock.LockClient, *etcd.Backend) {
+func newAshlock(b testing.TB, cli *clientv3.Client, prefix string, opts ...etcd.Option) (*ashlock.LockClient, *etcd.Backend) {
 	b.Helper()
-	be, err := etcd.New(cli, etcd.WithPrefix(prefix))
+	be, err := etcd.New(cli, append([]etcd.Option{etcd.WithPrefix(prefix)}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/ash-lock/ashlock/backend/etcd"
 )
 
 // BenchmarkUncontended is one client taking and releasing a free lock, over
@@ -30,7 +32,10 @@ import (
 // are spread over the same stretch of time.
 func BenchmarkUncontended(b *testing.B) {
 	runInTurn(b, []implBench{
-		{"ashlock", uncontendedAshlock},
+		{"ashlock", uncontendedAshlock()},
+		// Every claim watched from before it exists, as before the claim
+		// watch delay: what the delay saves.
+		{"ashlock-early-watch", uncontendedAshlock(etcd.WithClaimWatchDelay(0))},
 		{"etcd-mutex", uncontendedMutex},
 		{"raw-2txns", func(b *testing.B) { uncontendedRaw(b, releaseIfSame) }},
 		{"raw-txn+delete", func(b *testing.B) { uncontendedRaw(b, releasePlain) }},
@@ -38,11 +43,15 @@ func BenchmarkUncontended(b *testing.B) {
 	})
 }
 
-func uncontendedAshlock(b *testing.B) {
+func uncontendedAshlock(opts ...etcd.Option) func(*testing.B) {
+	return func(b *testing.B) { uncontendedAshlockWith(b, opts) }
+}
+
+func uncontendedAshlockWith(b *testing.B, opts []etcd.Option) {
 	var ctr rpcCounter
 	cli := newEtcd(b, &ctr)
 	compact(b, cli)
-	c, _ := newAshlock(b, cli, newPrefix("uncontended"))
+	c, _ := newAshlock(b, cli, newPrefix("uncontended"), opts...)
 	lock := c.Lock("k")
 	ctx := runCtx(b)
 	cycle := func() {
