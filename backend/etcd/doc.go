@@ -74,11 +74,11 @@
 // for its delete only, from the revision after its creation: a claim
 // deleted by lease expiry, lease revocation or an operator reaches its
 // holder's OnLost within one watch delivery, typically milliseconds, even
-// if the delete happened before the watch reached etcd. A claim's watch
-// starts only once the claim has existed for the claim watch delay (5ms
-// to 10ms by default, see WithClaimWatchDelay), so that a lock released
-// sooner costs no watch traffic; a loss before then is reported when the
-// watch starts, by a read of the claim's key. A fair waiter
+// if the delete happened before the watch reached etcd. Claims of a key
+// taken for short holds go without a watch: a claim that has none when it
+// is made gets one only once it has existed for the claim watch delay (5ms
+// to 10ms by default, see WithClaimWatchDelay), and a loss before then is
+// reported when the watch starts, by a read of the claim's key. A fair waiter
 // watches the claim just ahead of it the same way. So a release sends an
 // event to the one client waiting behind it, not to every client under the
 // prefix. All of a Backend's watches share one gRPC watch stream and two
@@ -86,10 +86,11 @@
 // it fails or its etcd member loses the leader, and every watch resumes
 // from where it was, or, if etcd compacted that revision away, is settled
 // by reading its key. A released claim's watch is not cancelled but kept
-// with its free name, and the next claim under that name takes it over,
-// at once, whatever the delay: a key taken again and again costs one watch
-// in all, and each release one delete event, once one of its claims was
-// held long enough to be watched; until then it costs none.
+// with its free name, and the next claim under that name takes it over: a
+// key held for long stretches again and again costs one watch in all, and
+// each release one delete event. A claim released within the delay gives
+// its watch up instead, so a key taken again and again for short holds
+// costs no watch traffic at all.
 //
 // # Leases
 //

@@ -9,30 +9,41 @@ import "time"
 // claim is either cancelled at the release (a cancel and its answer) or
 // parked with the claim's name (see names.go), and then etcd sends it the
 // delete of every later release under that name, which the client
-// receives, decodes and drops. Measured on the uncontended cycle, that one
-// event was about 5 % of the cycle's time (BENCHMARKS.md). Most locks are
-// held for far less than the loss-detection target of 100 ms, and a claim
-// released early never needed its watch.
+// receives, decodes and drops. On the uncontended cycle that one event was
+// about 5 % of the cycle's time (BENCHMARKS.md). Most locks are held for
+// far less than the loss-detection target of 100 ms, and a claim released
+// early never needed its watch.
 //
 // So, with a delay d (WithClaimWatchDelay, default DefaultClaimWatchDelay),
-// a claim that has no watch - its name came without a parked one - gets
-// its watch only once it has existed for between d and 2d. The watch is
-// then created like a TryAcquire's was: at etcd's current revision, with a
-// read of the claim's key settling the deletes since the claim's creation
-// (watchcheck.go). A claim lost in its first moments is therefore reported
-// when its watch starts, at most 2d and a round trip after it was created,
-// instead of at once; a claim released or abandoned before then costs no
-// watch traffic at all. A claim whose name came with a parked watch adopts
-// it as before (it is already paid for), and a waiter's claim, which waits
-// longer than d whenever the key is busy, gets its watch like any other:
-// after d, not before its Txn.
+// a claim is mature once it has existed for between d and 2d, and:
+//
+//   - A claim whose name came with a parked watch adopts it, as without a
+//     delay. A waiting claim under a freshly minted name starts its watch
+//     before its Txn, as without a delay: the first claim of a key says
+//     nothing yet about how long the key is held, and a watch started early
+//     costs a create alone. Any other claim - a TryAcquire's, or one under a
+//     reused name that came back without a watch - gets its watch only when
+//     it matures, if it still exists. That watch is created like any late
+//     one, at etcd's current revision, with a read of the claim's key
+//     settling the deletes since the claim's creation (watchcheck.go): a
+//     loss before then is reported when the watch starts, at most 2d and a
+//     round trip after the claim was made, instead of at once.
+//   - A mature claim's release parks its watch with its name, as without a
+//     delay. A young claim's release stops its watch (one cancel) and gives
+//     the name back without one, so the next claim under that name starts
+//     bare, and stays bare unless it matures.
+//
+// A key taken over and over for short holds thus settles, after its first
+// release, on no watch traffic at all; a key held long keeps one parked
+// watch, as before; a lock held from its first claim on (many keys taken
+// and kept) pays one create per claim, as before, and no read.
 //
 // One timer per Backend serves every claim, in two generations: claims
-// deferred while the timer is not running go in next and start the timer;
-// claims deferred while it runs go in later. When it fires, next's claims
-// get their watches and later becomes next. A claim therefore waits at
-// least d and less than 2d, and the cost per claim is an append, with no
-// clock read and no timer of its own.
+// queued while the timer is not running go in next and start the timer;
+// claims queued while it runs go in later. When it fires, next's claims
+// mature (and get their watches if they have none) and later becomes next.
+// A claim therefore matures after at least d and less than 2d, and the
+// cost per claim is an append, with no clock read and no timer of its own.
 
 // DefaultClaimWatchDelay is how long a claim goes without a watch of its own
 // unless WithClaimWatchDelay says otherwise: a claim is watched once it has
@@ -53,8 +64,9 @@ type lateWatches struct {
 	next, later []*entry
 }
 
-// deferWatchLocked queues e, whose create revision is known and which has
-// no watch, to get one after the delay. Called with r.mu held.
+// deferWatchLocked queues e, whose create revision is known, to mature
+// after the delay (and get a watch then, if it has none). Called with r.mu
+// held.
 func (r *registry) deferWatchLocked(e *entry) {
 	l := &r.late
 	switch {
@@ -75,9 +87,9 @@ func (r *registry) deferWatchLocked(e *entry) {
 	}
 }
 
-// startLate gives the claims of the oldest generation their watches,
-// skipping those released, lost or watched meanwhile, and sets the timer
-// again if the younger generation has claims.
+// startLate matures the claims of the oldest generation and gives those
+// without a watch theirs, skipping claims released or lost meanwhile, and
+// sets the timer again if the younger generation has claims.
 //
 // The watches are made live and queued under r.mu (mux.begin takes m.mu
 // inside it; the mux never calls into the registry with m.mu held): a
@@ -91,7 +103,11 @@ func (r *registry) startLate() {
 	var flush *wstream
 	for i, e := range due {
 		due[i] = nil // the array is reused for the next generation
-		if e.ended || e.isLost || e.watch != nil {
+		if e.ended || e.isLost {
+			continue
+		}
+		e.mature = true
+		if e.watch != nil {
 			continue
 		}
 		w := &keyWatch{key: e.key, from: e.token + 1, now: true, target: e}

@@ -158,3 +158,56 @@ func TestLateWatchTimer(t *testing.T) {
 	}
 	r.remove(after)
 }
+
+// A claim released young gives its name back without a watch: an early
+// watch (a fresh name's) or an adopted one is stopped, not parked, so the
+// next short hold under the name costs no watch traffic. A claim released
+// once mature parks its watch.
+func TestLateWatchYoungReleaseStopsTheWatch(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		mature bool
+	}{{"Young", false}, {"Mature", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			tm := newTestMux(t)
+			r := newLateRegistry(t, tm)
+			if !r.watchesEarly(true) || r.watchesEarly(false) {
+				t.Fatal("with a delay, only a fresh name's waiting claim should be watched early")
+			}
+			e, _ := r.add("claim", make(lossRecorder, 1), nil)
+			r.watchEarly(e)
+			r.setToken(e, tm.e.put("claim"))
+			r.promote(e)
+			tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 1 }, "the early watch")
+			if c.mature {
+				r.startLate()
+			}
+			ok, w := r.removeClaim(e.key, e.token)
+			if !ok {
+				t.Fatal("removeClaim did nothing")
+			}
+			if c.mature {
+				if w == nil {
+					t.Fatal("a mature claim's watch was not parked")
+				}
+				tm.mux.stop(w)
+				return
+			}
+			if w != nil {
+				t.Fatalf("a young claim's watch was parked (%p), want it stopped", w)
+			}
+			tm.e.waitFor(t, func() bool { return len(tm.e.cancelsLocked(0)) == 1 }, "the young claim's watch cancelled")
+			if n := createsOf(tm, "claim"); n != 1 {
+				t.Fatalf("%d watches created, want the early one alone", n)
+			}
+		})
+	}
+}
+
+// Without a delay every waiting claim is watched early, fresh name or not.
+func TestNoDelayWatchesEarly(t *testing.T) {
+	r := newRegistry(newTestMux(t).mux, 0)
+	if !r.watchesEarly(true) || !r.watchesEarly(false) {
+		t.Fatal("without a delay, every waiting claim should be watched early")
+	}
+}

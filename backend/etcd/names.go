@@ -42,8 +42,8 @@ import (
 // mux.park): the next acquisition that borrows the name adopts it instead
 // of creating a watch and cancelling it again, so a key taken over and over
 // costs its Backend no watch traffic but the one delete event of each
-// release (and none at all while no claim of the key has been held past the
-// claim watch delay, see latewatch.go). A parked watch is for no incarnation yet (its resume revision is
+// release (or none at all, while the key's claims are released within the
+// claim watch delay: see latewatch.go). A parked watch is for no incarnation yet (its resume revision is
 // unknown, as for a watch started before its claim exists), so adopting it
 // is exactly as safe as starting a new watch early.
 
@@ -88,23 +88,23 @@ func newNamePool(stop func(*keyWatch)) *namePool {
 
 // borrow returns a name for a claim on key that no acquisition of this
 // Backend is using, with its parked watch if it has one (else nil): a free
-// name if there is one, else a new random UUID. The caller owns both until
-// it calls giveBack, which it must do only once the claim under the name is
-// known to be gone from etcd.
-func (p *namePool) borrow(key string) (string, *keyWatch) {
+// name if there is one, else a new random UUID (fresh is then true). The
+// caller owns both until it calls giveBack, which it must do only once the
+// claim under the name is known to be gone from etcd.
+func (p *namePool) borrow(key string) (name string, w *keyWatch, fresh bool) {
 	p.mu.Lock()
 	if f := p.keys[key]; f != nil && f.n > 0 {
 		f.n--
-		name, w := f.names[f.n], f.watches[f.n]
+		name, w = f.names[f.n], f.watches[f.n]
 		f.names[f.n], f.watches[f.n] = "", nil
 		if w != nil {
 			p.parked--
 		}
 		p.mu.Unlock()
-		return name, w
+		return name, w, false
 	}
 	p.mu.Unlock()
-	return uuid.NewString(), nil
+	return uuid.NewString(), nil, true
 }
 
 // giveBack returns a borrowed name of key to the pool, with w, the name's

@@ -114,7 +114,7 @@ func TestNamePoolConcurrentBorrowersNeverShare(t *testing.T) {
 
 // borrowName borrows a name from a pool that holds no watches.
 func borrowName(p *namePool, key string) string {
-	n, _ := p.borrow(key)
+	n, _, _ := p.borrow(key)
 	return n
 }
 
@@ -127,7 +127,7 @@ func TestNamePoolParkedWatches(t *testing.T) {
 
 	w := &keyWatch{key: "k/1"}
 	p.giveBack("k", "n1", w)
-	if n, got := p.borrow("k"); n != "n1" || got != w {
+	if n, got, fresh := p.borrow("k"); n != "n1" || got != w || fresh {
 		t.Fatalf("borrow = %q, %p; want n1 with its parked watch %p", n, got, w)
 	}
 	if p.parked != 0 {
@@ -163,7 +163,7 @@ func TestNamePoolParkedWatches(t *testing.T) {
 		if !stopped[last] {
 			t.Fatal("a watch past the cap was not stopped")
 		}
-		if n, got := p.borrow(fmt.Sprint("key-", maxParkedWatches)); n != "n" || got != nil {
+		if n, got, fresh := p.borrow(fmt.Sprint("key-", maxParkedWatches)); n != "n" || got != nil || fresh {
 			t.Fatalf("borrow = %q, %p; want the name kept without its watch", n, got)
 		}
 	})

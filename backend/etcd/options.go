@@ -41,16 +41,20 @@ func WithPrefix(p string) Option {
 // ErrBadWatchDelay reports a delay that WithClaimWatchDelay rejects.
 var ErrBadWatchDelay = errors.New("etcd: invalid claim watch delay")
 
-// WithClaimWatchDelay sets how long a new claim may go without a watch of
-// its own (default DefaultClaimWatchDelay, 5ms). A claim is watched, so
-// that its loss - a revoked lease, an operator's delete - poisons its guard
-// at once, only once it has existed for between d and 2d; a lock released
-// sooner costs etcd and the client no watch traffic. The price is the
-// detection of a loss in a claim's first moments: it comes when the watch
-// starts, up to 2d and a round trip after the claim was made. A claim that
-// inherits the watch of an earlier claim of the same key by this Backend
-// (watches are kept for reuse once started) is watched at once. Zero
-// watches every claim from before it is created, as earlier versions did.
+// WithClaimWatchDelay sets how long a claim may go without a watch of its
+// own (default DefaultClaimWatchDelay, 5ms). The watch is what makes a
+// claim's loss - a revoked lease, an operator's delete - poison its guard
+// at once. With a delay d, a claim is mature once it has existed for
+// between d and 2d. The first waiting claim of a key is watched from
+// before it is created, as is any claim that inherits a watch kept from an
+// earlier mature claim of the same key; other claims get their watch when
+// they mature. A claim released before maturing gives its watch up. So a
+// key taken again and again for short holds costs etcd and the client no
+// watch traffic at all, and a key held long costs what it did without a
+// delay. The price: a claim without a watch learns of a loss in its first
+// moments only when it matures, up to 2d and a round trip after the claim
+// was made. Zero watches every claim from before it is created, or, for a
+// TryAcquire, from the moment it is, as earlier versions did.
 //
 // d must be between 0 and 40ms, which keeps detection well within the
 // 100ms that guarantee 4 aims for; otherwise New fails with an error

@@ -59,6 +59,7 @@ type entry struct {
 	holding bool // Acquire has handed the claim out
 	ended   bool // removed: nothing more is reported
 	isLost  bool
+	mature  bool // has existed past the claim watch delay (latewatch.go)
 }
 
 // newRegistry returns a registry whose claims without a parked watch are
@@ -69,9 +70,11 @@ func newRegistry(m *mux, lateBy time.Duration) *registry {
 	return &registry{mux: m, entries: make(map[string]*entry), late: lateWatches{delay: lateBy}}
 }
 
-// watchesEarly reports whether a waiting Acquire should call watchEarly:
-// only without a claim watch delay.
-func (r *registry) watchesEarly() bool { return r.late.delay == 0 }
+// watchesEarly reports whether a waiting Acquire whose claim name came
+// without a parked watch should call watchEarly: always without a claim
+// watch delay, and with one only for a freshly minted name (see
+// latewatch.go).
+func (r *registry) watchesEarly(fresh bool) bool { return r.late.delay == 0 || fresh }
 
 // add registers the claim key for one Acquire, with w, the parked watch
 // that came with the claim's name (nil if none), as its watch. A key
@@ -131,10 +134,14 @@ func (r *registry) setToken(e *entry, token int64) bool {
 	}
 	e.token = token
 	w, early := e.watch, e.watch != nil
-	if !early && !e.ended && r.late.delay > 0 {
+	if !e.ended && r.late.delay > 0 {
+		// Every claim is queued, to learn when it is mature; one
+		// without a watch gets it then.
 		r.deferWatchLocked(e)
-		r.mu.Unlock()
-		return true
+		if !early {
+			r.mu.Unlock()
+			return true
+		}
 	}
 	if !early && !e.ended {
 		w = &keyWatch{key: e.key, from: token + 1, now: true, target: e}
@@ -194,7 +201,10 @@ func (r *registry) detach(e *entry) *keyWatch {
 // returned (nil if none or it could not be parked): the caller stops it,
 // or gives it back to the name pool once the claim is known to be gone.
 // Parking before the release's delete is sent makes that delete one the
-// watch merely remembers, not a loss.
+// watch merely remembers, not a loss. With a claim watch delay, the watch
+// of a claim released before it was mature is stopped instead, and nil
+// returned: the key is being taken for short holds, which need no watch
+// (latewatch.go).
 func (r *registry) removeClaim(key string, token int64) (bool, *keyWatch) {
 	r.mu.Lock()
 	e := r.entries[key]
@@ -203,7 +213,12 @@ func (r *registry) removeClaim(key string, token int64) (bool, *keyWatch) {
 		return false, nil
 	}
 	w := r.removeLocked(e)
+	young := r.late.delay > 0 && !e.mature
 	r.mu.Unlock()
+	if young && w != nil {
+		r.mux.stop(w)
+		return true, nil
+	}
 	return true, r.park(w)
 }
 

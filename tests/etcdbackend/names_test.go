@@ -429,15 +429,16 @@ func (n *nameLog) created(t *testing.T, dir string) []string {
 	return out
 }
 
-// A claim's watch is reused by the next claim under the same name: a key
-// taken over and over, TryAcquires on it included, creates at most one
-// watch in all, and the claim that inherits it still learns of its loss - an
-// operator's delete, or its lease's revoke - through it. Without a claim
-// watch delay the first claim is watched from before it exists, so exactly
-// one watch serves all 20 cycles; with the default delay a claim released
-// within it is never watched, and the first one held longer (on a slow
-// machine a cycle may be; the last claim here always is) starts the one
-// watch that the rest reuse.
+// A claim's watch is reused by the next claim under the same name, and
+// the claim that inherits it (or, with a claim watch delay, starts its own
+// late) still learns of its loss - an operator's delete, or its lease's
+// revoke. Without a delay the first claim is watched from before it
+// exists, and exactly one watch serves every cycle, TryAcquires included.
+// With the default delay the first claim (a fresh name) is watched early
+// too, but it is released young, so its watch is cancelled and the later
+// short cycles run without one (how many watches they start depends on
+// the machine's speed; the registry's unit tests pin that policy down);
+// the last claim, held until its loss, is always reported.
 func TestWatchReusedAcrossAcquisitions(t *testing.T) {
 	for _, delay := range []time.Duration{0, etcd.DefaultClaimWatchDelay} {
 		for _, loss := range []string{"OperatorDelete", "LeaseRevoked"} {
@@ -462,8 +463,8 @@ func watchReused(t *testing.T, delay time.Duration, loss string) {
 	if delay == 0 && n != 1 {
 		t.Fatalf("%d watches created over 20 cycles, want 1 reused by every claim", n)
 	}
-	if n > 1 {
-		t.Fatalf("%d watches created over 20 cycles, want at most 1", n)
+	if n < 1 {
+		t.Fatal("the first claim, under a fresh name, was not watched early")
 	}
 
 	lost := newLostSignal()
@@ -487,8 +488,8 @@ func watchReused(t *testing.T, delay time.Duration, loss string) {
 	if !errors.Is(lost.cause, backend.ErrLeaseExpired) {
 		t.Errorf("OnLost cause %v, want ErrLeaseExpired", lost.cause)
 	}
-	if n := wc.single.Load(); n != 1 {
-		t.Errorf("%d watches created in all, want the one reused", n)
+	if all := wc.single.Load(); delay == 0 && all != 1 {
+		t.Errorf("%d watches created in all, want the one reused", all)
 	}
 }
 
