@@ -32,9 +32,11 @@ import (
 // Acquire remove the entry first and park or cancel the watch (see
 // removeClaim and detach), so the delete they make is not reported.
 //
-// With a claim watch delay (latewatch.go), a claim whose name came without
-// a parked watch is not watched early: its watch starts once the claim has
-// existed for a while, and the read settles the deletes before it.
+// With a claim watch delay (latewatch.go), a claim whose name was used
+// before and came back without a parked watch is not watched early: its
+// watch starts once the claim has existed for the delay, and the read
+// settles the deletes before it; and a claim released before then stops
+// its watch instead of parking it.
 //
 // Lock order: registry.mu, then mux.mu (startLate); never the reverse.
 type registry struct {
@@ -62,10 +64,10 @@ type entry struct {
 	mature  bool // has existed past the claim watch delay (latewatch.go)
 }
 
-// newRegistry returns a registry whose claims without a parked watch are
-// watched once they have existed for lateBy (see latewatch.go), or, with
-// lateBy 0, from before they exist (watchEarly) or from the moment their
-// create revision is known.
+// newRegistry returns a registry with a claim watch delay of lateBy (see
+// latewatch.go); with lateBy 0, claims without a parked watch are watched
+// from before they exist (watchEarly) or from the moment their create
+// revision is known.
 func newRegistry(m *mux, lateBy time.Duration) *registry {
 	return &registry{mux: m, entries: make(map[string]*entry), late: lateWatches{delay: lateBy}}
 }
