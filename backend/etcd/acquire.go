@@ -52,7 +52,7 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 	if ctx.Err() != nil {
 		return backend.Claim{}, ctxError(ctx, "etcd acquire")
 	}
-	name, parked, fresh := b.names.borrow(req.Key)
+	name, parked, short := b.names.borrow(req.Key)
 	dir := b.layout.dir(req.Key)
 	a := &acquisition{b: b, req: req, name: name, claimKey: dir + name, dir: dir}
 	if req.Stamp != nil {
@@ -65,7 +65,7 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 		return backend.Claim{}, err
 	}
 	a.e = e
-	if req.Wait && b.reg.watchesEarly(fresh) {
+	if req.Wait && b.reg.watchesEarly(short) {
 		b.reg.watchEarly(e) // before the claim exists: see registry.go
 	}
 	c, err := a.run(ctx)

@@ -17,26 +17,25 @@ import "time"
 // So, with a delay d (WithClaimWatchDelay, default DefaultClaimWatchDelay),
 // a claim is mature once it has existed for between d and 2d, and:
 //
-//   - A claim whose name came with a parked watch adopts it, as without a
-//     delay. A waiting claim under a freshly minted name starts its watch
-//     before its Txn, as without a delay: the first claim of a key says
-//     nothing yet about how long the key is held, and a watch started early
-//     costs a create alone. Any other claim - a TryAcquire's, or one under a
-//     reused name that came back without a watch - gets its watch only when
-//     it matures, if it still exists. That watch is created like any late
-//     one, at etcd's current revision, with a read of the claim's key
-//     settling the deletes since the claim's creation (watchcheck.go): a
-//     loss before then is reported when the watch starts, at most 2d and a
-//     round trip after the claim was made, instead of at once.
 //   - A mature claim's release parks its watch with its name, as without a
-//     delay. A young claim's release stops its watch (one cancel) and gives
-//     the name back without one, so the next claim under that name starts
-//     bare, and stays bare unless it matures.
+//     delay. A young claim's release stops its watch (one cancel), if it
+//     has one, and gives the name back marked short (giveBackShort).
+//   - A claim whose name came with a parked watch adopts it, as without a
+//     delay. A waiting claim under any other name not marked short - a new
+//     one, or one given back by a failed Acquire - starts its watch before
+//     its Txn, as without a delay: nothing says yet that the key is held
+//     briefly, and a watch started early costs a create alone. The rest - a
+//     claim under a name marked short, or a TryAcquire's - gets its watch
+//     only when it matures, if it still exists. That watch is created like
+//     any late one, at etcd's current revision, with a read of the claim's
+//     key settling the deletes since the claim's creation (watchcheck.go):
+//     a loss before then is reported when the watch starts, at most 2d and
+//     a round trip after the claim was made, instead of at once.
 //
 // A key taken over and over for short holds thus settles, after its first
 // release, on no watch traffic at all; a key held long keeps one parked
-// watch, as before; a lock held from its first claim on (many keys taken
-// and kept) pays one create per claim, as before, and no read.
+// watch, as before; a key taken once and kept (many locks held) pays one
+// create per claim, as before, and no read.
 //
 // One timer per Backend serves every claim, in two generations: claims
 // queued while the timer is not running go in next and start the timer;

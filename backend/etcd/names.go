@@ -73,11 +73,12 @@ type namePool struct {
 }
 
 // freeNames is a small stack of the free names of one key, each with its
-// parked watch or nil.
+// parked watch or nil, and whether its last claim was a short hold.
 type freeNames struct {
 	n       int
 	names   [maxFreeNames]string
 	watches [maxFreeNames]*keyWatch
+	short   [maxFreeNames]bool
 }
 
 // newNamePool returns an empty pool; stop is called, without the pool's
@@ -88,23 +89,25 @@ func newNamePool(stop func(*keyWatch)) *namePool {
 
 // borrow returns a name for a claim on key that no acquisition of this
 // Backend is using, with its parked watch if it has one (else nil): a free
-// name if there is one, else a new random UUID (fresh is then true). The
-// caller owns both until it calls giveBack, which it must do only once the
-// claim under the name is known to be gone from etcd.
-func (p *namePool) borrow(key string) (name string, w *keyWatch, fresh bool) {
+// name if there is one, else a new random UUID. short reports that the
+// name came back through giveBackShort: its last claim was a short hold
+// (see latewatch.go). The caller owns the name and the watch until it
+// calls giveBack or giveBackShort, which it must do only once the claim
+// under the name is known to be gone from etcd.
+func (p *namePool) borrow(key string) (name string, w *keyWatch, short bool) {
 	p.mu.Lock()
 	if f := p.keys[key]; f != nil && f.n > 0 {
 		f.n--
-		name, w = f.names[f.n], f.watches[f.n]
-		f.names[f.n], f.watches[f.n] = "", nil
+		name, w, short = f.names[f.n], f.watches[f.n], f.short[f.n]
+		f.names[f.n], f.watches[f.n], f.short[f.n] = "", nil, false
 		if w != nil {
 			p.parked--
 		}
 		p.mu.Unlock()
-		return name, w, false
+		return name, w, short
 	}
 	p.mu.Unlock()
-	return uuid.NewString(), nil, true
+	return uuid.NewString(), nil, false
 }
 
 // giveBack returns a borrowed name of key to the pool, with w, the name's
@@ -112,6 +115,16 @@ func (p *namePool) borrow(key string) (name string, w *keyWatch, fresh bool) {
 // maxFreeNames free names, and w is stopped if the name is forgotten or the
 // pool already holds maxParkedWatches watches.
 func (p *namePool) giveBack(key, name string, w *keyWatch) {
+	p.put(key, name, w, false)
+}
+
+// giveBackShort is giveBack, without a watch, for a name whose claim was
+// released young: the next borrower hears short.
+func (p *namePool) giveBackShort(key, name string) {
+	p.put(key, name, nil, true)
+}
+
+func (p *namePool) put(key, name string, w *keyWatch, short bool) {
 	var drop []*keyWatch
 	p.mu.Lock()
 	f := p.keys[key]
@@ -135,7 +148,7 @@ func (p *namePool) giveBack(key, name string, w *keyWatch) {
 		}
 	}
 	if f.n < maxFreeNames {
-		f.names[f.n], f.watches[f.n] = name, w
+		f.names[f.n], f.watches[f.n], f.short[f.n] = name, w, short
 		f.n++
 		if w != nil {
 			p.parked++

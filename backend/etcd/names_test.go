@@ -127,7 +127,7 @@ func TestNamePoolParkedWatches(t *testing.T) {
 
 	w := &keyWatch{key: "k/1"}
 	p.giveBack("k", "n1", w)
-	if n, got, fresh := p.borrow("k"); n != "n1" || got != w || fresh {
+	if n, got, short := p.borrow("k"); n != "n1" || got != w || short {
 		t.Fatalf("borrow = %q, %p; want n1 with its parked watch %p", n, got, w)
 	}
 	if p.parked != 0 {
@@ -163,7 +163,7 @@ func TestNamePoolParkedWatches(t *testing.T) {
 		if !stopped[last] {
 			t.Fatal("a watch past the cap was not stopped")
 		}
-		if n, got, fresh := p.borrow(fmt.Sprint("key-", maxParkedWatches)); n != "n" || got != nil || fresh {
+		if n, got, short := p.borrow(fmt.Sprint("key-", maxParkedWatches)); n != "n" || got != nil || short {
 			t.Fatalf("borrow = %q, %p; want the name kept without its watch", n, got)
 		}
 	})
@@ -199,4 +199,21 @@ func TestNamePoolParkedWatches(t *testing.T) {
 			t.Fatalf("%d watches held (counted %d) and %d stopped, want %d in all", held, p.parked, dropped, maxParkedWatches)
 		}
 	})
+}
+
+// A name given back after a short hold comes back marked short, once; a
+// new name and one given back otherwise are not.
+func TestNamePoolShortMark(t *testing.T) {
+	p := newNamePool(func(*keyWatch) {})
+	if _, _, short := p.borrow("k"); short {
+		t.Fatal("a new name came marked short")
+	}
+	p.giveBackShort("k", "s")
+	if n, w, short := p.borrow("k"); n != "s" || w != nil || !short {
+		t.Fatalf("borrow = %q, %p, short %v; want s, no watch, short", n, w, short)
+	}
+	p.giveBack("k", "s", nil)
+	if n, _, short := p.borrow("k"); n != "s" || short {
+		t.Fatalf("borrow = %q, short %v; want s, not short once given back plainly", n, short)
+	}
 }

@@ -32,11 +32,10 @@ import (
 // Acquire remove the entry first and park or cancel the watch (see
 // removeClaim and detach), so the delete they make is not reported.
 //
-// With a claim watch delay (latewatch.go), a claim whose name was used
-// before and came back without a parked watch is not watched early: its
-// watch starts once the claim has existed for the delay, and the read
-// settles the deletes before it; and a claim released before then stops
-// its watch instead of parking it.
+// With a claim watch delay (latewatch.go), a claim released before it has
+// existed for the delay stops its watch instead of parking it, and the
+// next claim under its name is not watched early: its watch starts once it
+// has existed for the delay, and the read settles the deletes before it.
 //
 // Lock order: registry.mu, then mux.mu (startLate); never the reverse.
 type registry struct {
@@ -74,9 +73,9 @@ func newRegistry(m *mux, lateBy time.Duration) *registry {
 
 // watchesEarly reports whether a waiting Acquire whose claim name came
 // without a parked watch should call watchEarly: always without a claim
-// watch delay, and with one only for a freshly minted name (see
-// latewatch.go).
-func (r *registry) watchesEarly(fresh bool) bool { return r.late.delay == 0 || fresh }
+// watch delay, and with one unless the name's last claim was a short hold
+// (short, see latewatch.go).
+func (r *registry) watchesEarly(short bool) bool { return r.late.delay == 0 || !short }
 
 // add registers the claim key for one Acquire, with w, the parked watch
 // that came with the claim's name (nil if none), as its watch. A key

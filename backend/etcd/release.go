@@ -47,7 +47,14 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 		}
 		return rpcError(ctx, "release", err)
 	}
-	if lent {
+	switch {
+	case !lent:
+	case w == nil:
+		// Free, and its claim went without a watch or gave it up: a
+		// short hold (see latewatch.go; also a watch that could not be
+		// parked, which costs the next claim no more than a late start).
+		b.names.giveBackShort(c.Key, c.ID)
+	default:
 		// Deleted now or found gone already: either way the name is free.
 		b.names.giveBack(c.Key, c.ID, w)
 	}
