@@ -36,9 +36,13 @@
 //   - Fair false: the same Txn, repeated each time the newest claim of the
 //     queue is deleted, until it finds the queue empty. Such a request never
 //     queues, so fair requests always go first.
-//   - Release: one Txn deletes the claim only if its create revision still
-//     equals the token. Unlike clientv3/concurrency.Mutex.Unlock, a retried
-//     or late Release can never delete a later claim.
+//   - Release: one request that deletes the claim only if it is still the
+//     same incarnation. A retried, late or misaddressed Release is a Txn
+//     that compares the create revision with the token; the release of a
+//     claim this Backend still has as held is a plain Delete of its key,
+//     because the claim's name is lent to that claim alone until then (see
+//     Claim names). Unlike clientv3/concurrency.Mutex.Unlock, a retried or
+//     late Release can never delete a later claim.
 //   - A failed or cancelled Acquire removes its claim with a bounded context
 //     of its own, never the caller's (which has often ended).
 //   - Stamps cost one extra round trip per acquisition: the previous stamp

@@ -9,12 +9,21 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// Release deletes claim c in one Txn that commits only if the claim still
-// exists with the same create revision (c.Token). It never deletes another
-// claim - not a later incarnation of the same key, not the next holder - so
-// a retried or late Release is harmless, even once c's name has been lent
-// to a later claim of the same key (that claim has a higher create
-// revision). A claim already gone gives nil.
+// Release deletes claim c, comparing on its identity (key + create
+// revision, c.Token), in one round trip. It never deletes another claim -
+// not a later incarnation of the same key, not the next holder - so a
+// retried or late Release is harmless, even once c's name has been lent to
+// a later claim of the same key (that claim has a higher create revision).
+// A claim already gone gives nil.
+//
+// The comparison is explicit, a Txn that deletes only if the create
+// revision still equals c.Token, whenever the Backend cannot vouch for the
+// claim key. It can when c is the claim it handed out and still has as
+// held (removeClaim succeeds): then the claim's name is lent to c alone
+// (names.go), so no other incarnation of the key can exist but c or a
+// stray of an abandoned acquisition of this Backend, and a plain Delete -
+// the failed-Acquire cleanup's delete by name, and the Mutex's Unlock - is
+// the same comparison, at the cost of a Delete instead of a Txn.
 //
 // OnLost is not called for c once Release has been called, whatever its
 // outcome. Release blocks for one round trip; failures wrap
@@ -36,10 +45,15 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 	if c.Token != 0 {
 		lent, w = b.reg.removeClaim(key, int64(c.Token))
 	}
-	_, err := b.cli.Txn(ctx).
-		If(incarnation(key, int64(c.Token))).
-		Then(clientv3.OpDelete(key)).
-		Commit()
+	var err error
+	if lent {
+		_, err = b.cli.Delete(ctx, key)
+	} else {
+		_, err = b.cli.Txn(ctx).
+			If(incarnation(key, int64(c.Token))).
+			Then(clientv3.OpDelete(key)).
+			Commit()
+	}
 	if err != nil {
 		// Whether the claim is gone is unknown: the name is forgotten.
 		if w != nil {
