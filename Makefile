@@ -52,4 +52,4 @@ bench-uncontended:
 	cd tests/bench && for i in $$(seq $(UNCONTENDED_RUNS)); do \
 		./bench.test -test.run '^$$' -test.bench Uncontended -test.benchtime 2s -test.timeout 10m >> ../../bench-uncontended.txt || exit 1; \
 	done
-	$(BENCHSTAT) -col '/impl@(ashlock ashlock-early-watch etcd-mutex raw-2txns raw-txn+delete raw-2puts)' bench-uncontended.txt
+	$(BENCHSTAT) -col '/impl@(ashlock ashlock-early-watch etcd-mutex raw-txn+delete raw-2txns raw-2puts)' bench-uncontended.txt

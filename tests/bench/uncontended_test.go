@@ -17,14 +17,16 @@ import (
 // write to take it and one to give it back). Targets: ashlock at most 1.0x
 // etcd-mutex and at most 1.15x raw-2puts.
 //
-// raw-2txns is the floor of ashlock's own protocol, sent by hand: a Txn
-// that puts the claim if absent (with a lease) and reads the queue, and a
-// Txn that deletes it only if its create revision is still the one it got
-// (guarantee 7), with no client, lease pool, guard or watch around them.
-// ashlock ÷ raw-2txns is what the library adds to its protocol.
-// raw-txn+delete is the same take with the Mutex's release, a plain
-// Delete: raw-2txns ÷ raw-txn+delete is what comparing on the claim's
-// identity at release costs.
+// raw-txn+delete is the floor of ashlock's own protocol, sent by hand: a
+// Txn that puts the claim if absent (with a lease) and reads the queue,
+// and a plain Delete of the claim, which is how ashlock releases a claim it
+// still has as held (its name is lent to that claim alone), with no
+// client, lease pool, guard or watch around them. ashlock ÷ raw-txn+delete
+// is what the library adds to its protocol. raw-2txns releases with a Txn
+// that deletes the claim only if its create revision is still the one it
+// got, as ashlock does for a retried or late release (guarantee 7), and
+// as it did for every release before commit a41196a:
+// raw-2txns ÷ raw-txn+delete is what that explicit comparison costs.
 //
 // The implementations run in an order that starts at a random place (see
 // runInTurn); `make bench` runs this benchmark in 20 processes, one sample
@@ -143,7 +145,7 @@ func uncontendedRaw(b *testing.B, release func(ctx context.Context, cli *clientv
 }
 
 // releaseIfSame deletes key only if its create revision is still rev:
-// ashlock's release (guarantee 7).
+// ashlock's release of a claim it cannot vouch for (guarantee 7).
 func releaseIfSame(ctx context.Context, cli *clientv3.Client, key string, rev int64) error {
 	resp, err := cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
@@ -155,7 +157,8 @@ func releaseIfSame(ctx context.Context, cli *clientv3.Client, key string, rev in
 	return err
 }
 
-// releasePlain deletes key whatever is there, as the Mutex's Unlock does.
+// releasePlain deletes key whatever is there, as the Mutex's Unlock does
+// and as ashlock's release of a claim it still has as held does.
 func releasePlain(ctx context.Context, cli *clientv3.Client, key string, _ int64) error {
 	_, err := cli.Delete(ctx, key)
 	return err
