@@ -56,11 +56,11 @@ const maxClaimWatchDelay = 40 * time.Millisecond
 // lateWatches is the registry's queue of claims waiting for their watch.
 // Guarded by registry.mu.
 type lateWatches struct {
-	delay       time.Duration // 0: claims are watched from before they exist
-	timer       *time.Timer   // nil until first needed
-	running     bool          // timer is set to fire
-	closed      bool
-	next, later []*entry
+	delay  time.Duration // 0: claims are watched from before they exist
+	timer  *time.Timer   // nil until first needed; set to fire exactly while next has claims
+	closed bool
+	next   []*entry
+	later  []*entry
 }
 
 // deferWatchLocked queues e, whose create revision is known, to mature
@@ -71,11 +71,10 @@ func (r *registry) deferWatchLocked(e *entry) {
 	switch {
 	case l.closed:
 		// The Backend is closing: the watch could not be served anyway.
-	case l.running:
+	case len(l.next) > 0: // the timer runs
 		l.later = append(l.later, e)
 	default:
 		l.next = append(l.next, e)
-		l.running = true
 		if l.timer == nil {
 			// The timer's goroutine only spawns the work, so that Close
 			// waits for it (see Backend.spawn).
@@ -120,8 +119,7 @@ func (r *registry) startLate() {
 		}
 	}
 	l.next, l.later = l.later, due[:0]
-	l.running = len(l.next) > 0 // never after closeLate, which empties both
-	if l.running {
+	if len(l.next) > 0 { // never after closeLate, which empties both
 		l.timer.Reset(l.delay)
 	}
 	r.mu.Unlock()
@@ -141,5 +139,5 @@ func (r *registry) closeLate() {
 	if l.timer != nil {
 		l.timer.Stop()
 	}
-	l.next, l.later, l.running = nil, nil, false
+	l.next, l.later = nil, nil
 }
