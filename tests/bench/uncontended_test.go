@@ -31,117 +31,127 @@ import (
 // The implementations run in an order that starts at a random place (see
 // runInTurn); `make bench` runs this benchmark in 20 processes, one sample
 // of each implementation per process, so that the samples of all of them
-// are spread over the same stretch of time.
+// are spread over the same stretch of time. BenchmarkUncontendedInterleaved
+// compares the same cycles more closely, in alternating short runs.
 func BenchmarkUncontended(b *testing.B) {
 	runInTurn(b, []implBench{
-		{"ashlock", uncontendedAshlock()},
+		{"ashlock", loopCycle(ashlockCycle())},
 		// Every claim watched from before it exists, as before the claim
 		// watch delay: what the delay saves.
-		{"ashlock-early-watch", uncontendedAshlock(etcd.WithClaimWatchDelay(0))},
-		{"etcd-mutex", uncontendedMutex},
-		{"raw-2txns", func(b *testing.B) { uncontendedRaw(b, releaseIfSame) }},
-		{"raw-txn+delete", func(b *testing.B) { uncontendedRaw(b, releasePlain) }},
-		{"raw-2puts", uncontendedRawPuts},
+		{"ashlock-early-watch", loopCycle(ashlockCycle(etcd.WithClaimWatchDelay(0)))},
+		{"etcd-mutex", loopCycle(mutexCycle)},
+		{"raw-2txns", loopCycle(rawCycle(releaseIfSame))},
+		{"raw-txn+delete", loopCycle(rawCycle(releasePlain))},
+		{"raw-2puts", loopCycle(rawPutsCycle)},
 	})
 }
 
-func uncontendedAshlock(opts ...etcd.Option) func(*testing.B) {
-	return func(b *testing.B) { uncontendedAshlockWith(b, opts) }
+// cycle is one implementation's take and give-back of a free lock, on an
+// etcd client of its own whose requests ctr counts.
+type cycle struct {
+	ctr *rpcCounter
+	run func(context.Context) error
 }
 
-func uncontendedAshlockWith(b *testing.B, opts []etcd.Option) {
-	var ctr rpcCounter
-	cli := newEtcd(b, &ctr)
+// cycleMaker sets up a cycle on a fresh client and prefix; what it makes
+// is closed in b.Cleanup.
+type cycleMaker func(testing.TB) cycle
+
+// loopCycle benchmarks mk's cycle alone, after one cycle of warm-up (for
+// ashlock: the pooled lease is granted and its keep-alive stream opened).
+func loopCycle(mk cycleMaker) func(*testing.B) {
+	return func(b *testing.B) {
+		c := mk(b)
+		ctx := runCtx(b)
+		if err := c.run(ctx); err != nil {
+			b.Fatal(err)
+		}
+		before := c.ctr.snapshot()
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := c.run(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportRPCs(b, before, c.ctr.snapshot(), b.N, "op")
+	}
+}
+
+func ashlockCycle(opts ...etcd.Option) cycleMaker {
+	return func(b testing.TB) cycle {
+		ctr := new(rpcCounter)
+		cli := newEtcd(b, ctr)
+		compact(b, cli)
+		c, _ := newAshlock(b, cli, newPrefix("uncontended"), opts...)
+		lock := c.Lock("k")
+		return cycle{ctr, func(ctx context.Context) error {
+			g, err := lock.Acquire(ctx)
+			if err != nil {
+				return err
+			}
+			return g.Unlock(ctx)
+		}}
+	}
+}
+
+func mutexCycle(b testing.TB) cycle {
+	ctr := new(rpcCounter)
+	cli := newEtcd(b, ctr)
 	compact(b, cli)
-	c, _ := newAshlock(b, cli, newPrefix("uncontended"), opts...)
-	lock := c.Lock("k")
-	ctx := runCtx(b)
-	cycle := func() {
-		g, err := lock.Acquire(ctx)
+	m := concurrency.NewMutex(newSession(b, cli, 0), newPrefix("uncontended")+"k")
+	return cycle{ctr, func(ctx context.Context) error {
+		if err := m.Lock(ctx); err != nil {
+			return err
+		}
+		return m.Unlock(ctx)
+	}}
+}
+
+func rawPutsCycle(b testing.TB) cycle {
+	ctr := new(rpcCounter)
+	cli := newEtcd(b, ctr)
+	compact(b, cli)
+	key := newPrefix("uncontended") + "k"
+	return cycle{ctr, func(ctx context.Context) error {
+		if _, err := cli.Put(ctx, key, "held"); err != nil {
+			return err
+		}
+		_, err := cli.Put(ctx, key, "free")
+		return err
+	}}
+}
+
+// rawCycle is the cycle of a lock sent by hand: the take is ashlock's own
+// enqueue Txn (put the claim if absent, with a lease, and read the newest
+// claim of the queue), the give-back is release.
+func rawCycle(release func(ctx context.Context, cli *clientv3.Client, key string, rev int64) error) cycleMaker {
+	return func(b testing.TB) cycle {
+		ctr := new(rpcCounter)
+		cli := newEtcd(b, ctr)
+		compact(b, cli)
+		prefix := newPrefix("uncontended")
+		key := prefix + "k/claim"
+		ctx, cancel := callCtx()
+		defer cancel()
+		lease, err := cli.Grant(ctx, 30)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := g.Unlock(ctx); err != nil {
-			b.Fatal(err)
-		}
+		return cycle{ctr, func(ctx context.Context) error {
+			take, err := cli.Txn(ctx).
+				If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+				Then(clientv3.OpGet(prefix+"k/", clientv3.WithLastCreate()...),
+					clientv3.OpPut(key, "held", clientv3.WithLease(lease.ID))).
+				Commit()
+			switch {
+			case err != nil:
+				return err
+			case !take.Succeeded:
+				return errors.New("take: the claim exists already")
+			}
+			return release(ctx, cli, key, take.Header.Revision)
+		}}
 	}
-	cycle() // grant the pooled lease and open the keep-alive stream
-	before := ctr.snapshot()
-	b.ReportAllocs()
-	for b.Loop() {
-		cycle()
-	}
-	reportRPCs(b, before, ctr.snapshot(), b.N, "op")
-}
-
-func uncontendedMutex(b *testing.B) {
-	var ctr rpcCounter
-	cli := newEtcd(b, &ctr)
-	compact(b, cli)
-	m := concurrency.NewMutex(newSession(b, cli, 0), newPrefix("uncontended")+"k")
-	ctx := runCtx(b)
-	before := ctr.snapshot()
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := m.Lock(ctx); err != nil {
-			b.Fatal(err)
-		}
-		if err := m.Unlock(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
-	reportRPCs(b, before, ctr.snapshot(), b.N, "op")
-}
-
-func uncontendedRawPuts(b *testing.B) {
-	var ctr rpcCounter
-	cli := newEtcd(b, &ctr)
-	compact(b, cli)
-	key := newPrefix("uncontended") + "k"
-	ctx := runCtx(b)
-	before := ctr.snapshot()
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := cli.Put(ctx, key, "held"); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := cli.Put(ctx, key, "free"); err != nil {
-			b.Fatal(err)
-		}
-	}
-	reportRPCs(b, before, ctr.snapshot(), b.N, "op")
-}
-
-// uncontendedRaw runs the cycle of a lock sent by hand: the take is
-// ashlock's own enqueue Txn (put the claim if absent, with a lease, and read
-// the newest claim of the queue), the give-back is release.
-func uncontendedRaw(b *testing.B, release func(ctx context.Context, cli *clientv3.Client, key string, rev int64) error) {
-	var ctr rpcCounter
-	cli := newEtcd(b, &ctr)
-	compact(b, cli)
-	prefix := newPrefix("uncontended")
-	key := prefix + "k/claim"
-	ctx := runCtx(b)
-	lease, err := cli.Grant(ctx, 30)
-	if err != nil {
-		b.Fatal(err)
-	}
-	before := ctr.snapshot()
-	b.ReportAllocs()
-	for b.Loop() {
-		take, err := cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpGet(prefix+"k/", clientv3.WithLastCreate()...),
-				clientv3.OpPut(key, "held", clientv3.WithLease(lease.ID))).
-			Commit()
-		if err != nil || !take.Succeeded {
-			b.Fatalf("take: succeeded=%v err=%v", take != nil && take.Succeeded, err)
-		}
-		if err := release(ctx, cli, key, take.Header.Revision); err != nil {
-			b.Fatalf("give back: %v", err)
-		}
-	}
-	reportRPCs(b, before, ctr.snapshot(), b.N, "op")
 }
 
 // releaseIfSame deletes key only if its create revision is still rev:
