@@ -30,7 +30,7 @@ lint:
 
 BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
-# About 25 minutes on 2 cores; see BENCHMARKS.md for how to read it.
+# About 40 minutes on 2 cores; see BENCHMARKS.md for how to read it.
 #
 # The uncontended etcd cycle is run again with 20 samples, each from a
 # process of its own: go test runs a sub-benchmark -count times in a row,
@@ -38,7 +38,13 @@ BENCHSTAT ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c
 # stretch of time, and the machine's slow and fast stretches would show up
 # as differences between implementations. One process per sample puts one
 # sample of every implementation in each stretch.
+#
+# BenchmarkUncontendedInterleaved then measures the ratios the targets are
+# about in 40 processes of 10 s each, the implementations taking turns
+# every 16 ms within each process: one 16-cycle turn varies by about 20 %
+# on this machine, so a ratio to within 1 % takes thousands of turns.
 UNCONTENDED_RUNS ?= 20
+INTERLEAVED_RUNS ?= 40
 
 bench:
 	$(GO) test -run '^$$' -bench . -count 6 -timeout 30m . | tee bench-memory.txt
