@@ -53,8 +53,11 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 		return backend.Claim{}, ctxError(ctx, "etcd acquire")
 	}
 	name, parked, short := b.names.borrow(req.Key)
-	dir := b.layout.dir(req.Key)
-	a := &acquisition{b: b, req: req, name: name, claimKey: dir + name, dir: dir}
+	q := b.names.queueOf(req.Key)
+	if q == nil {
+		q = newQueueRead(b.layout.dir(req.Key))
+	}
+	a := &acquisition{b: b, req: req, name: name, claimKey: q.dir + name, dir: q.dir, queue: q}
 	if req.Stamp != nil {
 		a.stampKey = b.layout.stamp(req.Key)
 	}
@@ -109,7 +112,8 @@ type acquisition struct {
 	name string // the claim's name, lent by b.names
 
 	claimKey, dir string
-	stampKey      string // "" unless the request stamps
+	queue         *queueRead // of req.Key; queue.dir == dir
+	stampKey      string     // "" unless the request stamps
 
 	mayExist   bool  // the claim may exist in etcd: remove it on failure
 	token      int64 // create revision of the claim, once known

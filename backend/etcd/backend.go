@@ -84,7 +84,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 	}
 	b.keeper = newKeeper(ctx, cli, b.spawn)
 	b.reg = newRegistry(newMux(ctx, cli, b.spawn), cfg.watchDelay)
-	b.names = newNamePool(b.reg.mux.stop)
+	b.names = newNamePool(b.reg.mux.stop, func(key string) *queueRead { return newQueueRead(b.layout.dir(key)) })
 	return b, nil
 }
 

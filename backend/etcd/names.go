@@ -65,7 +65,8 @@ const (
 // their parked watches. Safe for concurrent use; the zero value is not
 // usable, see newNamePool.
 type namePool struct {
-	stop func(*keyWatch) // ends a parked watch the pool lets go of
+	stop func(*keyWatch)             // ends a parked watch the pool lets go of
+	read func(key string) *queueRead // builds a key's queue read
 
 	mu     sync.Mutex
 	keys   map[string]*freeNames // by lock key
@@ -73,8 +74,10 @@ type namePool struct {
 }
 
 // freeNames is a small stack of the free names of one key, each with its
-// parked watch or nil, and whether its last claim was a short hold.
+// parked watch or nil, and whether its last claim was a short hold, and
+// the key's queue read (kept as long as the key is remembered).
 type freeNames struct {
+	q       *queueRead
 	n       int
 	names   [maxFreeNames]string
 	watches [maxFreeNames]*keyWatch
@@ -82,9 +85,21 @@ type freeNames struct {
 }
 
 // newNamePool returns an empty pool; stop is called, without the pool's
-// lock, for each parked watch the pool drops.
-func newNamePool(stop func(*keyWatch)) *namePool {
-	return &namePool{stop: stop, keys: make(map[string]*freeNames)}
+// lock, for each parked watch the pool drops. read, if not nil, builds the
+// queue read the pool keeps for each key it remembers (see queueOf).
+func newNamePool(stop func(*keyWatch), read func(key string) *queueRead) *namePool {
+	return &namePool{stop: stop, read: read, keys: make(map[string]*freeNames)}
+}
+
+// queueOf returns the queue read kept for key, or nil if the pool does
+// not remember key (no name of it has come back yet, or it was forgotten).
+func (p *namePool) queueOf(key string) *queueRead {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if f := p.keys[key]; f != nil {
+		return f.q
+	}
+	return nil
 }
 
 // borrow returns a name for a claim on key that no acquisition of this
@@ -139,6 +154,9 @@ func (p *namePool) put(key, name string, w *keyWatch, short bool) {
 			}
 		}
 		f = &freeNames{}
+		if p.read != nil {
+			f.q = p.read(key)
+		}
 		p.keys[key] = f
 	}
 	if f.n == maxFreeNames || (w != nil && p.parked >= maxParkedWatches) {

@@ -11,7 +11,7 @@ import (
 )
 
 func TestNamePoolLendsBackWhatWasGiven(t *testing.T) {
-	p := newNamePool(nil)
+	p := newNamePool(nil, nil)
 	a1, a2 := borrowName(p, "a"), borrowName(p, "a")
 	if a1 == a2 {
 		t.Fatalf("two borrows with nothing given back returned the same name %q", a1)
@@ -35,7 +35,7 @@ func TestNamePoolLendsBackWhatWasGiven(t *testing.T) {
 
 func TestNamePoolBounds(t *testing.T) {
 	t.Run("free names per key", func(t *testing.T) {
-		p := newNamePool(nil)
+		p := newNamePool(nil, nil)
 		given := map[string]bool{}
 		var out []string
 		for range maxFreeNames + 3 {
@@ -59,7 +59,7 @@ func TestNamePoolBounds(t *testing.T) {
 		}
 	})
 	t.Run("keys remembered", func(t *testing.T) {
-		p := newNamePool(nil)
+		p := newNamePool(nil, nil)
 		for i := range maxNamedKeys + 100 {
 			k := fmt.Sprintf("key-%d", i)
 			p.giveBack(k, borrowName(p, k), nil)
@@ -72,7 +72,7 @@ func TestNamePoolBounds(t *testing.T) {
 
 // Concurrent borrowers of one key never hold the same name at once.
 func TestNamePoolConcurrentBorrowersNeverShare(t *testing.T) {
-	p := newNamePool(nil)
+	p := newNamePool(nil, nil)
 	var (
 		mu    sync.Mutex
 		out   = map[string]bool{} // names between borrow and giveBack
@@ -123,7 +123,7 @@ func borrowName(p *namePool, key string) string {
 // stopped, so none is left open for nobody.
 func TestNamePoolParkedWatches(t *testing.T) {
 	stopped := map[*keyWatch]bool{}
-	p := newNamePool(func(w *keyWatch) { stopped[w] = true })
+	p := newNamePool(func(w *keyWatch) { stopped[w] = true }, nil)
 
 	w := &keyWatch{key: "k/1"}
 	p.giveBack("k", "n1", w)
@@ -151,7 +151,7 @@ func TestNamePoolParkedWatches(t *testing.T) {
 		}
 	})
 	t.Run("cap on parked watches", func(t *testing.T) {
-		p := newNamePool(func(w *keyWatch) { stopped[w] = true })
+		p := newNamePool(func(w *keyWatch) { stopped[w] = true }, nil)
 		var last *keyWatch
 		for i := range maxParkedWatches + 1 {
 			last = &keyWatch{key: fmt.Sprint(i)}
@@ -168,7 +168,7 @@ func TestNamePoolParkedWatches(t *testing.T) {
 		}
 	})
 	t.Run("key evicted", func(t *testing.T) {
-		p := newNamePool(func(w *keyWatch) { stopped[w] = true })
+		p := newNamePool(func(w *keyWatch) { stopped[w] = true }, nil)
 		var ws []*keyWatch
 		for i := range maxNamedKeys + 1 {
 			w := &keyWatch{key: fmt.Sprint(i)}
@@ -204,7 +204,7 @@ func TestNamePoolParkedWatches(t *testing.T) {
 // A name given back after a short hold comes back marked short, once; a
 // new name and one given back otherwise are not.
 func TestNamePoolShortMark(t *testing.T) {
-	p := newNamePool(func(*keyWatch) {})
+	p := newNamePool(func(*keyWatch) {}, nil)
 	if _, _, short := p.borrow("k"); short {
 		t.Fatal("a new name came marked short")
 	}
@@ -215,5 +215,46 @@ func TestNamePoolShortMark(t *testing.T) {
 	p.giveBack("k", "s", nil)
 	if n, _, short := p.borrow("k"); n != "s" || short {
 		t.Fatalf("borrow = %q, short %v; want s, not short once given back plainly", n, short)
+	}
+}
+
+func TestNamePoolKeepsQueueRead(t *testing.T) {
+	built := map[string]int{}
+	p := newNamePool(func(*keyWatch) {}, func(key string) *queueRead {
+		built[key]++
+		return newQueueRead("dir/" + key + "/")
+	})
+	if q := p.queueOf("a"); q != nil {
+		t.Fatalf("queueOf a key never given back = %+v, want nil", q)
+	}
+	p.giveBack("a", borrowName(p, "a"), nil)
+	q := p.queueOf("a")
+	if q == nil || q.dir != "dir/a/" || string(q.newest.KeyBytes()) != "dir/a/" {
+		t.Fatalf("queueOf(a) = %+v, want the read of dir/a/", q)
+	}
+	p.giveBackShort("a", borrowName(p, "a"))
+	if again := p.queueOf("a"); again != q || built["a"] != 1 {
+		t.Fatalf("queue read of a rebuilt (%d builds): %p then %p", built["a"], q, again)
+	}
+	// A forgotten key forgets its read too: past the cap, some key
+	// (an arbitrary one) is forgotten.
+	all := []string{"a"}
+	for i := range maxNamedKeys {
+		k := fmt.Sprint("k", i)
+		all = append(all, k)
+		p.giveBack(k, borrowName(p, k), nil)
+	}
+	forgotten := 0
+	for _, k := range all {
+		_, kept := p.keys[k]
+		if q := p.queueOf(k); kept != (q != nil) {
+			t.Fatalf("key %q remembered=%v but queueOf = %+v", k, kept, q)
+		}
+		if !kept {
+			forgotten++
+		}
+	}
+	if forgotten == 0 {
+		t.Fatalf("no key forgotten after %d keys", len(all))
 	}
 }

@@ -21,6 +21,22 @@ var (
 	oldestKey = append(clientv3.WithFirstCreate(), clientv3.WithKeysOnly())
 )
 
+// queueRead is what every enqueue of one lock key sends besides its own
+// claim: the key's queue directory and the read of the newest claim in it.
+// Building the read costs clientv3 a dozen allocations (each OpGet applies
+// its options three times), as much as the rest of ashlock's own work on
+// an uncontended Acquire, so it is built once per key and kept with the
+// key's free names (namePool.queueOf). An Op is only read when a Txn is
+// made from it, so one serves any number of concurrent enqueues.
+type queueRead struct {
+	dir    string
+	newest clientv3.Op
+}
+
+func newQueueRead(dir string) *queueRead {
+	return &queueRead{dir: dir, newest: clientv3.OpGet(dir, newestKey...)}
+}
+
 // enqueue is the fair path. One Txn: if the claim does not exist yet, read
 // the newest claim of the queue (the one just ahead of us), then create
 // ours. Uncontended, that is the whole acquisition.
@@ -35,7 +51,7 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 	notYet := clientv3.Compare(clientv3.CreateRevision(a.claimKey), "=", 0)
 	put := clientv3.OpPut(a.claimKey, a.record(now, backend.Timestamp{}), clientv3.WithLease(clientv3.LeaseID(a.req.Lease)))
 	// Ops of a Txn run in order: this Get sees the queue before our Put.
-	ahead := clientv3.OpGet(a.dir, newestKey...)
+	ahead := a.queue.newest
 
 	a.mayExist = true
 	var resp *clientv3.TxnResponse

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/ash-lock/ashlock/backend"
@@ -35,14 +36,19 @@ type claimRecord struct {
 //	version byte (1) | uvarint len(owner) | owner | varint acquired-at (Unix ns, 0 = zero time) | stamp
 //
 // where stamp is varint wall time | uvarint logical.
+//
+// It is written on every Acquire, so it is built in a strings.Builder: one
+// allocation, not a buffer and then its copy as a string.
 func encodeClaim(r claimRecord) string {
-	b := make([]byte, 0, 1+binary.MaxVarintLen64*4+len(r.Owner))
-	b = append(b, claimRecordV1)
-	b = binary.AppendUvarint(b, uint64(len(r.Owner)))
-	b = append(b, r.Owner...)
-	b = binary.AppendVarint(b, unixNanos(r.AcquiredAt))
-	b = appendStamp(b, r.Stamp)
-	return string(b)
+	var sb strings.Builder
+	sb.Grow(1 + binary.MaxVarintLen64*4 + len(r.Owner))
+	var v [2 * binary.MaxVarintLen64]byte // the varints, one field at a time
+	sb.WriteByte(claimRecordV1)
+	sb.Write(binary.AppendUvarint(v[:0], uint64(len(r.Owner))))
+	sb.WriteString(r.Owner)
+	sb.Write(binary.AppendVarint(v[:0], unixNanos(r.AcquiredAt)))
+	sb.Write(appendStamp(v[:0], r.Stamp))
+	return sb.String()
 }
 
 // decodeClaim parses a value written by encodeClaim. It never panics: any
