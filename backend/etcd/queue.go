@@ -23,11 +23,12 @@ var (
 
 // queueRead is what every enqueue of one lock key sends besides its own
 // claim: the key's queue directory and the read of the newest claim in it.
-// Building the read costs clientv3 a dozen allocations (each OpGet applies
-// its options three times), as much as the rest of ashlock's own work on
-// an uncontended Acquire, so it is built once per key and kept with the
-// key's free names (namePool.queueOf). An Op is only read when a Txn is
-// made from it, so one serves any number of concurrent enqueues.
+// Building the read costs clientv3 about nine allocations (OpGet applies
+// its options three times: twice to check them, once to use them), so it
+// is built once per key and kept with the key's free names
+// (namePool.queueOf); on an uncontended Acquire that was worth about 1 %
+// (BENCHMARKS.md, table 1). An Op is only read when a Txn is made from
+// it, so one serves any number of concurrent enqueues.
 type queueRead struct {
 	dir    string
 	newest clientv3.Op
