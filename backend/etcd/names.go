@@ -155,6 +155,8 @@ func (p *namePool) put(key, name string, w *keyWatch, short bool) {
 		}
 		f = &freeNames{}
 		if p.read != nil {
+			// Under the lock: read only builds an Op, once per key
+			// remembered.
 			f.q = p.read(key)
 		}
 		p.keys[key] = f

@@ -26,8 +26,8 @@ var (
 // Building the read costs clientv3 about nine allocations (OpGet applies
 // its options three times: twice to check them, once to use them), so it
 // is built once per key and kept with the key's free names
-// (namePool.queueOf); on an uncontended Acquire that was worth about 1 %
-// (BENCHMARKS.md, table 1). An Op is only read when a Txn is made from
+// (namePool.queueOf); with the claim record's one allocation fewer, that
+// was worth about 1 % of an uncontended cycle (BENCHMARKS.md, table 1). An Op is only read when a Txn is made from
 // it, so one serves any number of concurrent enqueues.
 type queueRead struct {
 	dir    string
