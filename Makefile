@@ -62,5 +62,7 @@ bench-uncontended:
 	cd tests/bench && for i in $$(seq $(INTERLEAVED_RUNS)); do \
 		./bench.test -test.run '^$$' -test.bench '^BenchmarkUncontendedInterleaved$$' -test.benchtime 10s -test.timeout 10m >> ../../bench-interleaved.txt || exit 1; \
 	done
+	@# benchstat exits 0 on a missing file: check that there is something to read.
+	test -s bench-uncontended.txt && test -s bench-interleaved.txt
 	$(BENCHSTAT) -col '/impl@(ashlock ashlock-early-watch etcd-mutex raw-txn+delete raw-2txns raw-2puts)' bench-uncontended.txt
 	$(BENCHSTAT) bench-interleaved.txt
