@@ -52,23 +52,20 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 	if ctx.Err() != nil {
 		return backend.Claim{}, ctxError(ctx, "etcd acquire")
 	}
-	name, parked, short := b.names.borrow(req.Key)
-	q := b.names.queueOf(req.Key)
-	if q == nil {
-		q = newQueueRead(b.layout.dir(req.Key))
-	}
-	a := &acquisition{b: b, req: req, name: name, claimKey: q.dir + name, dir: q.dir, queue: q}
+	l := b.names.borrow(req.Key)
+	name := l.name
+	a := &acquisition{b: b, req: req, name: name, claimKey: l.queue.dir + name, queue: l.queue}
 	if req.Stamp != nil {
 		a.stampKey = b.layout.stamp(req.Key)
 	}
-	e, err := b.reg.add(a.claimKey, req.OnLost, parked)
+	e, err := b.reg.add(a.claimKey, req.OnLost, l.watch)
 	if err != nil {
 		// A lent name is no other acquisition's, so this is a bug; the
 		// name is forgotten rather than lent again.
 		return backend.Claim{}, err
 	}
 	a.e = e
-	if req.Wait && b.reg.watchesEarly(short) {
+	if req.Wait && b.reg.watchesEarly(l.short) {
 		b.reg.watchEarly(e) // before the claim exists: see registry.go
 	}
 	c, err := a.run(ctx)
@@ -111,9 +108,9 @@ type acquisition struct {
 	e    *entry
 	name string // the claim's name, lent by b.names
 
-	claimKey, dir string
-	queue         *queueRead // of req.Key; queue.dir == dir
-	stampKey      string     // "" unless the request stamps
+	claimKey string
+	queue    *queueRead // of req.Key: its directory and newest-claim read
+	stampKey string     // "" unless the request stamps
 
 	mayExist   bool  // the claim may exist in etcd: remove it on failure
 	token      int64 // create revision of the claim, once known

@@ -24,10 +24,10 @@ import (
 func (a *acquisition) whenFree(ctx context.Context) error {
 	for {
 		now := time.Now()
-		empty := clientv3.Compare(clientv3.CreateRevision(a.dir), "=", 0).WithPrefix()
+		empty := clientv3.Compare(clientv3.CreateRevision(a.queue.dir), "=", 0).WithPrefix()
 		put := clientv3.OpPut(a.claimKey, a.record(now, backend.Timestamp{}), clientv3.WithLease(clientv3.LeaseID(a.req.Lease)))
-		newest := clientv3.OpGet(a.dir, newestKey...)
-		head := clientv3.OpGet(a.dir, oldestKey...)
+		newest := clientv3.OpGet(a.queue.dir, newestKey...)
+		head := clientv3.OpGet(a.queue.dir, oldestKey...)
 
 		a.mayExist = true
 		resp, err := a.b.cli.Txn(ctx).If(empty).

@@ -85,44 +85,48 @@ type freeNames struct {
 }
 
 // newNamePool returns an empty pool; stop is called, without the pool's
-// lock, for each parked watch the pool drops. read, if not nil, builds the
-// queue read the pool keeps for each key it remembers (see queueOf).
+// lock, for each parked watch the pool drops. read, if not nil, builds a
+// key's queue read (see borrow).
 func newNamePool(stop func(*keyWatch), read func(key string) *queueRead) *namePool {
 	return &namePool{stop: stop, read: read, keys: make(map[string]*freeNames)}
 }
 
-// queueOf returns the queue read kept for key, or nil if the pool does
-// not remember key (no name of it has come back yet, or it was forgotten).
-func (p *namePool) queueOf(key string) *queueRead {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if f := p.keys[key]; f != nil {
-		return f.q
-	}
-	return nil
+// A loan is what borrow hands an acquisition for one claim on a key.
+type loan struct {
+	name  string
+	watch *keyWatch  // the name's parked watch, or nil
+	short bool       // the name's last claim was a short hold (see latewatch.go)
+	queue *queueRead // the key's queue read: the one kept, or one built now
 }
 
-// borrow returns a name for a claim on key that no acquisition of this
-// Backend is using, with its parked watch if it has one (else nil): a free
-// name if there is one, else a new random UUID. short reports that the
-// name came back through giveBackShort: its last claim was a short hold
-// (see latewatch.go). The caller owns the name and the watch until it
-// calls giveBack or giveBackShort, which it must do only once the claim
-// under the name is known to be gone from etcd.
-func (p *namePool) borrow(key string) (name string, w *keyWatch, short bool) {
+// borrow lends a name for a claim on key that no acquisition of this
+// Backend is using, with its parked watch if it has one: a free name if
+// there is one, else a new random UUID. The loan's short reports that the
+// name came back through giveBackShort. The caller owns the name and the
+// watch until it calls giveBack or giveBackShort, which it must do only
+// once the claim under the name is known to be gone from etcd. The loan
+// also carries the key's queue read, built when the pool first meets the
+// key and kept while it remembers it (nil with no read function).
+func (p *namePool) borrow(key string) loan {
 	p.mu.Lock()
-	if f := p.keys[key]; f != nil && f.n > 0 {
+	f, drop := p.entryLocked(key)
+	l := loan{queue: f.q}
+	if f.n > 0 {
 		f.n--
-		name, w, short = f.names[f.n], f.watches[f.n], f.short[f.n]
+		l.name, l.watch, l.short = f.names[f.n], f.watches[f.n], f.short[f.n]
 		f.names[f.n], f.watches[f.n], f.short[f.n] = "", nil, false
-		if w != nil {
+		if l.watch != nil {
 			p.parked--
 		}
-		p.mu.Unlock()
-		return name, w, short
 	}
 	p.mu.Unlock()
-	return uuid.NewString(), nil, false
+	for _, w := range drop {
+		p.stop(w)
+	}
+	if l.name == "" {
+		l.name = uuid.NewString()
+	}
+	return l
 }
 
 // giveBack returns a borrowed name of key to the pool, with w, the name's
@@ -140,27 +144,8 @@ func (p *namePool) giveBackShort(key, name string) {
 }
 
 func (p *namePool) put(key, name string, w *keyWatch, short bool) {
-	var drop []*keyWatch
 	p.mu.Lock()
-	f := p.keys[key]
-	if f == nil {
-		if len(p.keys) >= maxNamedKeys {
-			// Evict an arbitrary key (map iteration starts at a random
-			// place): its names are forgotten, which is always safe.
-			for k, ev := range p.keys {
-				drop = p.forgetLocked(ev, drop)
-				delete(p.keys, k)
-				break
-			}
-		}
-		f = &freeNames{}
-		if p.read != nil {
-			// Under the lock: read only builds an Op, once per key
-			// remembered.
-			f.q = p.read(key)
-		}
-		p.keys[key] = f
-	}
+	f, drop := p.entryLocked(key)
 	if f.n == maxFreeNames || (w != nil && p.parked >= maxParkedWatches) {
 		if w != nil {
 			drop = append(drop, w)
@@ -181,6 +166,34 @@ func (p *namePool) put(key, name string, w *keyWatch, short bool) {
 }
 
 // forgetLocked appends f's parked watches to drop.
+// entryLocked returns key's entry, making it (with the key's queue read)
+// if the pool does not remember key; past maxNamedKeys that evicts an
+// arbitrary key, whose parked watches it returns for the caller to stop
+// once it has let go of the lock. p.mu must be held.
+func (p *namePool) entryLocked(key string) (*freeNames, []*keyWatch) {
+	if f := p.keys[key]; f != nil {
+		return f, nil
+	}
+	var drop []*keyWatch
+	if len(p.keys) >= maxNamedKeys {
+		// Evict an arbitrary key (map iteration starts at a random
+		// place): its names are forgotten, which is always safe.
+		for k, ev := range p.keys {
+			drop = p.forgetLocked(ev, drop)
+			delete(p.keys, k)
+			break
+		}
+	}
+	f := &freeNames{}
+	if p.read != nil {
+		// Under the lock: read only builds an Op, once per key
+		// remembered.
+		f.q = p.read(key)
+	}
+	p.keys[key] = f
+	return f, drop
+}
+
 func (p *namePool) forgetLocked(f *freeNames, drop []*keyWatch) []*keyWatch {
 	for _, w := range f.watches[:f.n] {
 		if w != nil {

@@ -114,7 +114,7 @@ func TestNamePoolConcurrentBorrowersNeverShare(t *testing.T) {
 
 // borrowName borrows a name from a pool that holds no watches.
 func borrowName(p *namePool, key string) string {
-	n, _, _ := p.borrow(key)
+	n := p.borrow(key).name
 	return n
 }
 
@@ -127,8 +127,8 @@ func TestNamePoolParkedWatches(t *testing.T) {
 
 	w := &keyWatch{key: "k/1"}
 	p.giveBack("k", "n1", w)
-	if n, got, short := p.borrow("k"); n != "n1" || got != w || short {
-		t.Fatalf("borrow = %q, %p; want n1 with its parked watch %p", n, got, w)
+	if l := p.borrow("k"); l.name != "n1" || l.watch != w || l.short {
+		t.Fatalf("borrow = %q, %p; want n1 with its parked watch %p", l.name, l.watch, w)
 	}
 	if p.parked != 0 {
 		t.Fatalf("%d watches counted as parked after the only one was borrowed", p.parked)
@@ -163,8 +163,8 @@ func TestNamePoolParkedWatches(t *testing.T) {
 		if !stopped[last] {
 			t.Fatal("a watch past the cap was not stopped")
 		}
-		if n, got, short := p.borrow(fmt.Sprint("key-", maxParkedWatches)); n != "n" || got != nil || short {
-			t.Fatalf("borrow = %q, %p; want the name kept without its watch", n, got)
+		if l := p.borrow(fmt.Sprint("key-", maxParkedWatches)); l.name != "n" || l.watch != nil || l.short {
+			t.Fatalf("borrow = %q, %p; want the name kept without its watch", l.name, l.watch)
 		}
 	})
 	t.Run("key evicted", func(t *testing.T) {
@@ -205,16 +205,16 @@ func TestNamePoolParkedWatches(t *testing.T) {
 // new name and one given back otherwise are not.
 func TestNamePoolShortMark(t *testing.T) {
 	p := newNamePool(func(*keyWatch) {}, nil)
-	if _, _, short := p.borrow("k"); short {
+	if p.borrow("k").short {
 		t.Fatal("a new name came marked short")
 	}
 	p.giveBackShort("k", "s")
-	if n, w, short := p.borrow("k"); n != "s" || w != nil || !short {
-		t.Fatalf("borrow = %q, %p, short %v; want s, no watch, short", n, w, short)
+	if l := p.borrow("k"); l.name != "s" || l.watch != nil || !l.short {
+		t.Fatalf("borrow = %q, %p, short %v; want s, no watch, short", l.name, l.watch, l.short)
 	}
 	p.giveBack("k", "s", nil)
-	if n, _, short := p.borrow("k"); n != "s" || short {
-		t.Fatalf("borrow = %q, short %v; want s, not short once given back plainly", n, short)
+	if l := p.borrow("k"); l.name != "s" || l.short {
+		t.Fatalf("borrow = %q, short %v; want s, not short once given back plainly", l.name, l.short)
 	}
 }
 
@@ -224,16 +224,16 @@ func TestNamePoolKeepsQueueRead(t *testing.T) {
 		built[key]++
 		return newQueueRead("dir/" + key + "/")
 	})
-	if q := p.queueOf("a"); q != nil {
+	if q := keptQueue(p, "a"); q != nil {
 		t.Fatalf("queueOf a key never given back = %+v, want nil", q)
 	}
 	p.giveBack("a", borrowName(p, "a"), nil)
-	q := p.queueOf("a")
+	q := keptQueue(p, "a")
 	if q == nil || q.dir != "dir/a/" || string(q.newest.KeyBytes()) != "dir/a/" {
 		t.Fatalf("queueOf(a) = %+v, want the read of dir/a/", q)
 	}
 	p.giveBackShort("a", borrowName(p, "a"))
-	if again := p.queueOf("a"); again != q || built["a"] != 1 {
+	if again := keptQueue(p, "a"); again != q || built["a"] != 1 {
 		t.Fatalf("queue read of a rebuilt (%d builds): %p then %p", built["a"], q, again)
 	}
 	// A forgotten key forgets its read too: past the cap, some key
@@ -247,7 +247,7 @@ func TestNamePoolKeepsQueueRead(t *testing.T) {
 	forgotten := 0
 	for _, k := range all {
 		_, kept := p.keys[k]
-		if q := p.queueOf(k); kept != (q != nil) {
+		if q := keptQueue(p, k); kept != (q != nil) {
 			t.Fatalf("key %q remembered=%v but queueOf = %+v", k, kept, q)
 		}
 		if !kept {
@@ -257,4 +257,14 @@ func TestNamePoolKeepsQueueRead(t *testing.T) {
 	if forgotten == 0 {
 		t.Fatalf("no key forgotten after %d keys", len(all))
 	}
+}
+
+// keptQueue returns the queue read p keeps for key, nil if it keeps none.
+func keptQueue(p *namePool, key string) *queueRead {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if f := p.keys[key]; f != nil {
+		return f.q
+	}
+	return nil
 }

@@ -26,9 +26,10 @@ var (
 // Building the read costs clientv3 about nine allocations (OpGet applies
 // its options three times: twice to check them, once to use them), so it
 // is built once per key and kept with the key's free names
-// (namePool.queueOf); with the claim record's one allocation fewer, that
-// was worth about 1 % of an uncontended cycle (BENCHMARKS.md, table 1). An Op is only read when a Txn is made from
-// it, so one serves any number of concurrent enqueues.
+// (see namePool.borrow); with the claim record's one allocation fewer, that
+// was worth about 1 % of an uncontended cycle (BENCHMARKS.md, table 1).
+// An Op is only read when a Txn is made from it, so one serves any number
+// of concurrent enqueues.
 type queueRead struct {
 	dir    string
 	newest clientv3.Op
@@ -89,7 +90,7 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 // waiting in the queue). A claim of another lease is a stray, and one that
 // has gone meanwhile is reported lost.
 func (a *acquisition) adopt(ctx context.Context, now time.Time) error {
-	head := clientv3.OpGet(a.dir, oldestKey...)
+	head := clientv3.OpGet(a.queue.dir, oldestKey...)
 	resp, err := a.b.cli.Txn(ctx).Then(a.withStamp(clientv3.OpGet(a.claimKey), head)...).Commit()
 	if err != nil {
 		return rpcError(ctx, "acquire", err)
@@ -142,8 +143,8 @@ func (a *acquisition) waitInQueue(ctx context.Context, pred string, rev int64) e
 		}
 		now := time.Now()
 		// True iff every claim of the queue was created at or after ours.
-		first := clientv3.Compare(clientv3.CreateRevision(a.dir), ">", a.token-1).WithPrefix()
-		older := clientv3.OpGet(a.dir, append(newestKey[:len(newestKey):len(newestKey)], clientv3.WithMaxCreateRev(a.token-1))...)
+		first := clientv3.Compare(clientv3.CreateRevision(a.queue.dir), ">", a.token-1).WithPrefix()
+		older := clientv3.OpGet(a.queue.dir, append(newestKey[:len(newestKey):len(newestKey)], clientv3.WithMaxCreateRev(a.token-1))...)
 		resp, err := a.b.cli.Txn(ctx).If(a.ownExists(), first).
 			Then(a.withStamp(clientv3.OpPut(a.claimKey, a.record(now, backend.Timestamp{}), clientv3.WithIgnoreLease()))...).
 			Else(clientv3.OpGet(a.claimKey), older).
