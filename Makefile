@@ -64,5 +64,5 @@ bench-uncontended:
 	done
 	@# benchstat exits 0 on a missing file: check that there is something to read.
 	test -s bench-uncontended.txt && test -s bench-interleaved.txt
-	$(BENCHSTAT) -col '/impl@(ashlock ashlock-early-watch etcd-mutex raw-txn+delete raw-2txns raw-2puts)' bench-uncontended.txt
+	$(BENCHSTAT) -col '/impl@(ashlock etcd-mutex raw-txn+delete raw-2txns raw-2puts)' bench-uncontended.txt
 	$(BENCHSTAT) bench-interleaved.txt

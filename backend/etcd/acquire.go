@@ -6,16 +6,26 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/ash-lock/ashlock/backend"
 )
 
+// Options of the reads of a queue directory: only the claims' keys and
+// revisions are used, never their values. An OpOption keeps no state, so
+// one slice of each serves every read (a caller that adds an option
+// appends to a full-capacity slice, which copies).
+var (
+	newestKey = append(clientv3.WithLastCreate(), clientv3.WithKeysOnly())
+	oldestKey = append(clientv3.WithFirstCreate(), clientv3.WithKeysOnly())
+)
+
 // Acquire creates a claim on req.Key, bound to lease req.Lease, and returns
-// it once it holds the key. The claim is named by a UUID that the Backend
-// lends this call alone (see names.go); the returned Claim.ID is that name,
-// and req.ID is not used. See the package documentation for the protocol;
-// in short:
+// it once it holds the key. The claim is named after its lease (see the
+// package documentation); Claim.ID is that name, and req.ID is not used.
 //
 //   - Fair waiting requests (Wait and Fair) join the key's queue in one
 //     Txn. Uncontended, that Txn already makes the claim the holder: one
@@ -27,90 +37,63 @@ import (
 //     is a single round trip that leaves nothing behind when the key is
 //     held (ErrLocked). With Fair false Acquire watches the newest claim of
 //     the queue until the queue is empty.
-//   - With req.Stamp set, the previous holder's stamp is read in the same
-//     Txn that makes the claim the holder and the new stamp is written in
-//     one more Txn, guarded by the claim's identity: one extra round trip.
+//   - With req.Stamp set, the previous holder's stamp is read in the Txn
+//     that makes the claim the holder and the new stamp is written in one
+//     more Txn, guarded by the claim's identity: one extra round trip.
 //
 // Acquire blocks until the claim holds the key, ctx ends, the claim
 // vanishes (its lease ended or it was deleted: ErrLeaseExpired), etcd
-// fails (ErrUnavailable) or the Backend is closed (ErrClosed). When it fails
-// after its claim may have been created - even if etcd's reply was lost -
-// it deletes the claim by its name with a bounded context of its own, not
-// ctx, which may have ended. It does so before returning (waiting at most
-// 5s more for a slow etcd, 1s if ctx has ended), except when ctx ended
-// while etcd was not answering: then, so as not to hold the caller past its
-// deadline, and whenever that first attempt fails, the deletion is retried
-// in the background until it succeeds or the Backend is closed; the name
-// is not lent again before it has. Safe for concurrent use.
+// fails (ErrUnavailable) or the Backend is closed (ErrClosed). When it
+// fails after its claim may have been created - even if etcd's reply was
+// lost - it deletes the claim with a bounded context of its own, not ctx,
+// which may have ended (see discard). Safe for concurrent use.
 func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Claim, error) {
-	if b.closed.Load() {
-		return backend.Claim{}, closedError("acquire")
-	}
-	if err := checkRequest(req); err != nil {
+	if err := b.closed("acquire"); err != nil {
 		return backend.Claim{}, err
 	}
-	if ctx.Err() != nil {
+	switch {
+	case req.Key == "":
+		return backend.Claim{}, errors.New("etcd acquire: empty key")
+	case req.Lease == 0:
+		// A claim without a lease would never expire.
+		return backend.Claim{}, fmt.Errorf("%w: etcd acquire: no lease", backend.ErrLeaseExpired)
+	case ctx.Err() != nil:
 		return backend.Claim{}, ctxError(ctx, "etcd acquire")
 	}
-	l := b.names.borrow(req.Key)
-	name := l.name
-	a := &acquisition{b: b, req: req, name: name, claimKey: l.queue.dir + name, queue: l.queue}
+	a := &acquisition{b: b, req: req, dir: b.layout.dir(req.Key)}
+	a.e = b.reg.add(a.dir, req.Lease, req.OnLost)
 	if req.Stamp != nil {
 		a.stampKey = b.layout.stamp(req.Key)
 	}
-	e, err := b.reg.add(a.claimKey, req.OnLost, l.watch)
-	if err != nil {
-		// A lent name is no other acquisition's, so this is a bug; the
-		// name is forgotten rather than lent again.
-		return backend.Claim{}, err
-	}
-	a.e = e
-	if req.Wait && b.reg.watchesEarly(l.short) {
-		b.reg.watchEarly(e) // before the claim exists: see registry.go
+	if req.Wait {
+		b.reg.watchEarly(a.e)
 	}
 	c, err := a.run(ctx)
-	if err == nil && !b.reg.promote(e) {
+	if err == nil && !b.reg.promote(a.e) {
 		err = a.lostError()
 	}
 	if err != nil {
+		b.reg.end(a.e)
 		if !a.mayExist {
-			// No claim was created under the name: it goes back at once,
-			// with its watch.
-			b.names.giveBack(req.Key, name, b.reg.detach(e))
+			b.reg.forget(a.e) // nothing was created under the name
 			return backend.Claim{}, err
 		}
-		b.reg.remove(e)
 		// Clean up before returning unless that could keep the caller
 		// long past its deadline: etcd just failed to answer in time.
 		now := ctx.Err() == nil || !errors.Is(err, backend.ErrUnavailable)
-		// The name is lent again only once its claim is known gone.
-		b.discard(ctx, a.claimKey, a.token, now, func() { b.names.giveBack(req.Key, name, nil) })
+		b.discard(ctx, a.e, a.token, now)
 		return backend.Claim{}, err
 	}
 	return c, nil
 }
 
-func checkRequest(req backend.AcquireRequest) error {
-	switch {
-	case req.Key == "":
-		return errors.New("etcd acquire: empty key")
-	case req.Lease == 0:
-		// A claim without a lease would never expire.
-		return fmt.Errorf("%w: etcd acquire: no lease", backend.ErrLeaseExpired)
-	}
-	return nil
-}
-
 // acquisition is the state of one Acquire call.
 type acquisition struct {
-	b    *Backend
-	req  backend.AcquireRequest
-	e    *entry
-	name string // the claim's name, lent by b.names
-
-	claimKey string
-	queue    *queueRead // of req.Key: its directory and newest-claim read
-	stampKey string     // "" unless the request stamps
+	b        *Backend
+	req      backend.AcquireRequest
+	e        *entry // e.key is the claim's etcd key
+	dir      string // the queue directory of req.Key
+	stampKey string // "" unless the request stamps
 
 	mayExist   bool  // the claim may exist in etcd: remove it on failure
 	token      int64 // create revision of the claim, once known
@@ -136,7 +119,7 @@ func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 	}
 	return backend.Claim{
 		Key:        a.req.Key,
-		ID:         a.name,
+		ID:         a.e.key[len(a.dir):],
 		Lease:      a.req.Lease,
 		Token:      uint64(a.token),
 		AcquiredAt: a.acquiredAt,
@@ -144,20 +127,270 @@ func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 	}, nil
 }
 
-// record is the claim's value with the current time as acquired-at. A
-// waiter rewrites it when it becomes the holder, so Inspect reports when
-// the claim came to hold the key, not when it was queued.
+// enqueue is the fair path. One Txn: if the claim does not exist yet, read
+// the newest claim of the queue (the one just ahead of us), then create
+// ours. Uncontended, that is the whole acquisition.
+//
+// The claim can only exist already if a write under our name was applied
+// by etcd after its sender stopped waiting for it: this Txn, resent after a
+// lost reply, or an earlier acquisition's Txn that arrived after that
+// acquisition's cleanup. Either way the claim is bound to our lease and
+// has no other owner, so it is taken over (see found); that is rare
+// enough to cost a second round trip rather than an Else branch in every
+// enqueue.
+func (a *acquisition) enqueue(ctx context.Context) error {
+	now := time.Now()
+	notYet := clientv3.Compare(clientv3.CreateRevision(a.e.key), "=", 0)
+	// Ops of a Txn run in order: this Get sees the queue before our Put.
+	ahead := clientv3.OpGet(a.dir, newestKey...)
+	a.mayExist = true
+	var resp *clientv3.TxnResponse
+	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
+		var err error
+		resp, err = a.b.cli.Txn(ctx).If(notYet).Then(a.withStamp(ahead, a.put(now))...).Commit()
+		if err == nil {
+			break
+		}
+		// Tried again, the Txn finds the claim if the lost attempt made it.
+		if err := a.retryAfter(ctx, err, backoff); err != nil {
+			return err
+		}
+	}
+	if !resp.Succeeded {
+		resp, err := a.b.cli.Txn(ctx).Then(a.withStamp(clientv3.OpGet(a.e.key), clientv3.OpGet(a.dir, oldestKey...))...).Commit()
+		if err != nil {
+			return rpcError(ctx, "acquire", err)
+		}
+		return a.found(ctx, resp, now)
+	}
+	if err := a.setToken(resp.Header.Revision); err != nil {
+		return err
+	}
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		a.acquiredAt = now
+		a.keepStamp(resp)
+		return nil // the queue was empty: we hold the key
+	}
+	return a.waitInQueue(ctx, string(kvs[0].Key), resp.Header.Revision)
+}
+
+// whenFree is the path of requests that take no place in the queue: create
+// the claim only if the queue is empty, in one Txn. With Wait false that is
+// the whole story; with Fair false, Acquire otherwise watches the newest
+// claim of the queue and tries again once it is gone.
+//
+// A non-queued request can only win when no fair request is queued, so
+// queued requests always go first and both kinds exclude each other (the
+// claim it creates is the head of the same queue). It trades fairness for
+// not being in anyone's way: it can starve under a steady stream of fair
+// requests, and when the queue empties every non-queued waiter of the key
+// wakes and races (the losers go back to watching the winner's claim).
+func (a *acquisition) whenFree(ctx context.Context) error {
+	for {
+		now := time.Now()
+		empty := clientv3.Compare(clientv3.CreateRevision(a.dir), "=", 0).WithPrefix()
+		a.mayExist = true
+		resp, err := a.b.cli.Txn(ctx).If(empty).
+			Then(a.withStamp(a.put(now))...).
+			Else(a.withStamp(clientv3.OpGet(a.e.key), clientv3.OpGet(a.dir, oldestKey...), clientv3.OpGet(a.dir, newestKey...))...).
+			Commit()
+		if err != nil {
+			return rpcError(ctx, "acquire", err)
+		}
+		if resp.Succeeded {
+			if err := a.setToken(resp.Header.Revision); err != nil {
+				return err
+			}
+			a.acquiredAt = now
+			a.keepStamp(resp)
+			return nil
+		}
+		if len(rangeKvs(resp, 0)) > 0 {
+			return a.found(ctx, resp, now) // a claim exists under our name (see enqueue)
+		}
+		a.mayExist = false
+		if !a.req.Wait {
+			return a.lockedError()
+		}
+		newest := rangeKvs(resp, 2)
+		if len(newest) == 0 {
+			// The compare saw a claim that the read in the same Txn did
+			// not: etcd broke its own atomicity. Looping would spin.
+			return a.inconsistent()
+		}
+		if err := a.waitDeleted(ctx, string(newest[0].Key), resp.Header.Revision+1); err != nil {
+			return err
+		}
+	}
+}
+
+// found continues an acquisition that found a claim under its name
+// already. resp holds reads of that claim and of the head of the queue. If
+// the claim is bound to our lease it is ours: holding the key if it is the
+// head, else waiting in the queue (or ErrLocked for a TryAcquire, whose
+// cleanup removes it). A claim of another lease is a stray, and one that
+// has gone meanwhile is reported lost.
+func (a *acquisition) found(ctx context.Context, resp *clientv3.TxnResponse, now time.Time) error {
+	own := rangeKvs(resp, 0)
+	if len(own) == 0 {
+		return a.lostError() // deleted since the enqueue saw it
+	}
+	if own[0].Lease != int64(a.req.Lease) {
+		// Claim names embed their lease; only a hand-made key can do this.
+		a.token = own[0].CreateRevision // the cleanup removes exactly it
+		return fmt.Errorf("%w: etcd acquire %q: claim %s is bound to another lease",
+			backend.ErrUnavailable, a.req.Key, a.e.key)
+	}
+	if err := a.setToken(own[0].CreateRevision); err != nil {
+		return err
+	}
+	if head := rangeKvs(resp, 1); len(head) > 0 && head[0].CreateRevision == a.token {
+		a.acquiredAt = recordedAt(own[0].Value, now)
+		a.keepStamp(resp)
+		return nil
+	}
+	if !a.req.Wait {
+		return a.lockedError()
+	}
+	return a.waitInQueue(ctx, "", 0)
+}
+
+// waitInQueue waits until the claim is the oldest of its queue. pred is the
+// claim just ahead as read at revision rev ("" to look it up first).
+//
+// Each round watches only pred's delete - a release wakes just the next
+// waiter - and then runs one Txn that, if our claim still exists (a waiter
+// whose claim vanished must not go on to hold the key) and no older claim
+// is left, stamps our claim with the acquired-at time and reads the
+// previous stamp; otherwise it returns our claim and the nearest older
+// claim, which may be one that was queued before pred.
+//
+// While etcd cannot be reached the wait goes on (see retryAfter).
+func (a *acquisition) waitInQueue(ctx context.Context, pred string, rev int64) error {
+	backoff := minBackoff
+	for {
+		if pred != "" {
+			if err := a.waitDeleted(ctx, pred, rev+1); err != nil {
+				return err
+			}
+		}
+		now := time.Now()
+		// True iff every claim of the queue was created at or after ours.
+		first := clientv3.Compare(clientv3.CreateRevision(a.dir), ">", a.token-1).WithPrefix()
+		older := clientv3.OpGet(a.dir, append(newestKey[:len(newestKey):len(newestKey)], clientv3.WithMaxCreateRev(a.token-1))...)
+		resp, err := a.b.cli.Txn(ctx).If(incarnation(a.e.key, a.token), first).
+			Then(a.withStamp(clientv3.OpPut(a.e.key, a.record(now, backend.Timestamp{}), clientv3.WithIgnoreLease()))...).
+			Else(clientv3.OpGet(a.e.key), older).
+			Commit()
+		if err != nil {
+			if err := a.retryAfter(ctx, err, backoff); err != nil {
+				return err
+			}
+			backoff = min(2*backoff, maxBackoff)
+			pred = "" // the Txn tells who is ahead now
+			continue
+		}
+		if resp.Succeeded {
+			a.acquiredAt = now
+			a.keepStamp(resp)
+			return nil
+		}
+		own := rangeKvs(resp, 0)
+		if len(own) == 0 || own[0].CreateRevision != a.token {
+			return a.lostError()
+		}
+		kvs := rangeKvs(resp, 1)
+		if len(kvs) == 0 {
+			return a.inconsistent() // the compare saw an older claim, the read did not
+		}
+		pred, rev = string(kvs[0].Key), resp.Header.Revision
+	}
+}
+
+// waitDeleted blocks until the incarnation of key that existed at revision
+// from-1 is gone, without polling: it watches key alone, on the Backend's
+// shared watch stream, so only the waiters directly behind a claim wake
+// when it goes. The watch is created at etcd's current revision so that
+// etcd serves it at once; the mux settles the deletes between from and that
+// revision with a read (watchcheck.go).
+//
+// A nil return is only a hint: both callers re-read the queue with a Txn
+// after it, so an early return costs a round trip, never exclusion. It
+// returns the loss of our own claim (ErrLeaseExpired) as soon as its watch
+// reports it, ctx's end, ErrClosed, or ErrUnavailable if etcd refused the
+// watch. A stream that breaks meanwhile is reopened by the mux and the wait
+// goes on.
+func (a *acquisition) waitDeleted(ctx context.Context, key string, from int64) error {
+	p := &predWait{done: make(chan struct{})}
+	w := &keyWatch{key: key, from: from, now: true, target: p}
+	m := a.b.reg.mux
+	m.start(w)
+	defer m.stop(w) // after a delete it is a no-op
+	select {
+	case <-p.done:
+		if p.err != nil {
+			return fmt.Errorf("etcd acquire: %w", p.err)
+		}
+		return nil
+	case <-a.e.lost:
+		return a.lostError()
+	case <-ctx.Done():
+		return ctxError(ctx, "etcd acquire: waiting")
+	case <-a.b.ctx.Done():
+		return closedError("acquire")
+	}
+}
+
+// predWait is the target of the watch a waiter keeps on the claim it waits
+// behind. The mux makes at most one of its two calls.
+type predWait struct {
+	done chan struct{} // closed by keyDeleted or watchFailed
+	err  error         // written before done is closed: why the watch failed
+}
+
+func (p *predWait) keyDeleted(int64)      { close(p.done) }
+func (p *predWait) watchFailed(err error) { p.err = err; close(p.done) }
+
+// retryAfter decides what a waiting acquisition does after a request of
+// its failed with err. While etcd is merely out of reach (codes.Unavailable:
+// a member down, no leader, a connection lost mid-call) the claim keeps its
+// place as long as its lease lives, so retryAfter waits d and returns nil:
+// try again. It returns the error to give up with when err is of another
+// kind, or when ctx ends, the claim is lost or the Backend closes first.
+// The client ends ctx itself once it stops trusting the lease.
+func (a *acquisition) retryAfter(ctx context.Context, err error, d time.Duration) error {
+	if ctx.Err() != nil || status.Code(err) != codes.Unavailable {
+		return rpcError(ctx, "acquire", err)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-a.e.lost:
+		return a.lostError()
+	case <-ctx.Done():
+		return rpcError(ctx, "acquire", err)
+	case <-a.b.ctx.Done():
+		return closedError("acquire")
+	}
+}
+
+// put creates the claim, bound to the request's lease.
+func (a *acquisition) put(now time.Time) clientv3.Op {
+	return clientv3.OpPut(a.e.key, a.record(now, backend.Timestamp{}), clientv3.WithLease(clientv3.LeaseID(a.req.Lease)))
+}
+
+// record is the claim's value with acquired-at now. A waiter rewrites it
+// when it becomes the holder, so Inspect reports when the claim came to
+// hold the key, not when it was queued.
 func (a *acquisition) record(now time.Time, st backend.Timestamp) string {
 	return encodeClaim(claimRecord{Owner: a.req.Owner, AcquiredAt: now, Stamp: st})
 }
 
-// ownExists is the guard used wherever only this claim, this incarnation,
-// may act (identity = key + create revision).
-func (a *acquisition) ownExists() clientv3.Cmp {
-	return incarnation(a.claimKey, a.token)
-}
-
-// withStamp appends a read of the stamp record when the request stamps.
+// withStamp appends a read of the stamp record when the request stamps; it
+// is always the Txn's last operation (see keepStamp).
 func (a *acquisition) withStamp(ops ...clientv3.Op) []clientv3.Op {
 	if a.req.Stamp != nil {
 		ops = append(ops, clientv3.OpGet(a.stampKey))
@@ -165,18 +398,18 @@ func (a *acquisition) withStamp(ops ...clientv3.Op) []clientv3.Op {
 	return ops
 }
 
-// keepStamp remembers the stamp record read at index i of resp, if any.
-func (a *acquisition) keepStamp(resp *clientv3.TxnResponse, i int) {
-	if a.req.Stamp == nil || i >= len(resp.Responses) {
+// keepStamp remembers the stamp record read by withStamp, if any.
+func (a *acquisition) keepStamp(resp *clientv3.TxnResponse) {
+	if a.req.Stamp == nil {
 		return
 	}
-	if kvs := resp.Responses[i].GetResponseRange().GetKvs(); len(kvs) > 0 {
+	if kvs := rangeKvs(resp, len(resp.Responses)-1); len(kvs) > 0 {
 		a.prevStamp = kvs[0].Value
 	}
 }
 
-// setToken records the claim's create revision, failing if the claim's watch
-// has already seen the claim go.
+// setToken records the claim's create revision, failing if the claim's
+// watch has already seen the claim go.
 func (a *acquisition) setToken(token int64) error {
 	a.token = token
 	if !a.b.reg.setToken(a.e, token) {
@@ -185,7 +418,34 @@ func (a *acquisition) setToken(token int64) error {
 	return nil
 }
 
+// recordedAt returns the acquired-at stored in a claim value, or def if the
+// value cannot be read.
+func recordedAt(v []byte, def time.Time) time.Time {
+	if r, err := decodeClaim(v); err == nil && !r.AcquiredAt.IsZero() {
+		return r.AcquiredAt
+	}
+	return def
+}
+
+// rangeKvs returns what the i-th read of resp found.
+func rangeKvs(resp *clientv3.TxnResponse, i int) []*mvccpb.KeyValue {
+	if i < 0 || i >= len(resp.Responses) {
+		return nil
+	}
+	return resp.Responses[i].GetResponseRange().GetKvs()
+}
+
 func (a *acquisition) lostError() error {
 	return fmt.Errorf("%w: etcd acquire %q: claim %s vanished (lease ended or deleted)",
-		backend.ErrLeaseExpired, a.req.Key, a.claimKey)
+		backend.ErrLeaseExpired, a.req.Key, a.e.key)
+}
+
+func (a *acquisition) lockedError() error {
+	return fmt.Errorf("etcd acquire %q: %w", a.req.Key, backend.ErrLocked)
+}
+
+// inconsistent reports a Txn whose compares and reads disagree, which etcd's
+// atomic Txns rule out; returning beats retrying in a tight loop.
+func (a *acquisition) inconsistent() error {
+	return fmt.Errorf("%w: etcd acquire %q: inconsistent Txn response", backend.ErrUnavailable, a.req.Key)
 }

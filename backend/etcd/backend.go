@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -12,9 +11,9 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// cleanupTimeout bounds the calls a Backend makes on its own behalf when the
-// caller's context cannot be used: removing the claim of a failed Acquire,
-// checking watched claims after a compaction.
+// cleanupTimeout bounds each call a Backend makes on its own behalf, when
+// the caller's context cannot be used: removing the claim of a failed
+// Acquire, reading the keys of watches that cannot see a delete.
 const cleanupTimeout = 5 * time.Second
 
 // endedCleanupTimeout bounds the removal a failed Acquire makes before
@@ -23,18 +22,23 @@ const cleanupTimeout = 5 * time.Second
 // background.
 const endedCleanupTimeout = time.Second
 
+// Backoff between the retries of the Backend's own calls: opening the watch
+// stream, reading watched keys, removing a failed Acquire's claim, and a
+// waiting Acquire's requests while etcd is out of reach.
+const (
+	minBackoff = 50 * time.Millisecond
+	maxBackoff = time.Second
+)
+
 // Backend is a backend.Backend that keeps claims in etcd v3. Create it with
 // New; it is safe for concurrent use. The zero value is not usable.
 type Backend struct {
 	cli    *clientv3.Client
 	layout layout
 	reg    *registry
-	names  *namePool
-	keeper *keeper
 
 	ctx    context.Context // cancelled by Close; ends the Backend's goroutines
 	cancel context.CancelFunc
-	closed atomic.Bool
 
 	// spawnMu orders spawn's wg.Add with Close's wg.Wait: once stopping is
 	// set no goroutine is added, so Wait cannot race with an Add.
@@ -46,8 +50,8 @@ type Backend struct {
 var _ backend.ClaimNamer = (*Backend)(nil)
 
 // NamesClaims marks the Backend as naming its claims itself
-// (backend.ClaimNamer): it lends each Acquire a name (see names.go) and
-// never reads AcquireRequest.ID, so the client does not make one.
+// (backend.ClaimNamer): a claim is named after its lease (see the package
+// documentation), so the client makes no ID for it.
 func (b *Backend) NamesClaims() {}
 
 // New returns a Backend that stores claims through cli under the prefix set
@@ -56,35 +60,23 @@ func (b *Backend) NamesClaims() {}
 // The caller keeps ownership of cli: it configures endpoints, TLS and
 // authentication, and closes cli after closing the Backend. New does not
 // contact etcd and starts no goroutine; on first use the Backend starts
-// two that serve its watch stream (the watches of its own claims and of
-// the claims its waiters are behind) and one that serves lease
-// keep-alives, and a timer that starts the watches of claims held longer
-// than the claim watch delay (WithClaimWatchDelay). It fails if cli is nil
-// or an option is invalid (errors wrap ErrBadPrefix or ErrBadWatchDelay).
+// two that serve its watch stream, however many claims it watches. It
+// fails if cli is nil or the prefix is invalid (the error wraps
+// ErrBadPrefix).
 func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 	if cli == nil {
 		return nil, errors.New("etcd: New needs a client, got nil")
 	}
-	cfg := config{prefix: DefaultPrefix, watchDelay: DefaultClaimWatchDelay}
+	cfg := config{prefix: DefaultPrefix}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	if err := validatePrefix(cfg.prefix); err != nil {
 		return nil, err
 	}
-	if err := validateWatchDelay(cfg.watchDelay); err != nil {
-		return nil, err
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &Backend{
-		cli:    cli,
-		layout: newLayout(cfg.prefix),
-		ctx:    ctx,
-		cancel: cancel,
-	}
-	b.keeper = newKeeper(ctx, cli, b.spawn)
-	b.reg = newRegistry(newMux(ctx, cli, b.spawn), cfg.watchDelay)
-	b.names = newNamePool(b.reg.mux.stop, func(key string) *queueRead { return newQueueRead(b.layout.dir(key)) })
+	b := &Backend{cli: cli, layout: layout{prefix: cfg.prefix}, ctx: ctx, cancel: cancel}
+	b.reg = newRegistry(newMux(ctx, cli, b.spawn))
 	return b, nil
 }
 
@@ -102,6 +94,29 @@ func (b *Backend) spawn(f func()) bool {
 		f()
 	}()
 	return true
+}
+
+// closed returns the error of a call made on a closed Backend, or nil.
+func (b *Backend) closed(op string) error {
+	if b.ctx.Err() != nil {
+		return closedError(op)
+	}
+	return nil
+}
+
+// sleep waits d, or until the Backend is closed; it reports whether d
+// passed.
+func (b *Backend) sleep(d time.Duration) bool { return sleep(b.ctx, d) }
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // Prefix returns the etcd key prefix under which the Backend keeps its keys.
@@ -125,27 +140,26 @@ func (b *Backend) IsOwner(c backend.Claim) clientv3.Cmp {
 }
 
 // incarnation holds while the etcd key exists as the claim created at
-// revision token: a claim's identity (guarantee 7), whatever its name.
+// revision token: a claim's identity, whatever its name.
 func incarnation(key string, token int64) clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(key), "=", token)
 }
 
-// Close stops the Backend's goroutines (the watch stream, the keep-alive
-// stream and background cleanups) and waits for them. It does not remove
-// claims, revoke leases or close the etcd client; a claim whose background
-// removal is still pending when Close is called stays until its lease
-// ends. Acquire calls still
-// waiting return ErrClosed; after Close, OnLost is no longer called and
-// every method returns an error wrapping backend.ErrClosed. A second Close
-// returns that error too.
+// Close stops the Backend's goroutines (the watch stream and background
+// cleanups) and waits for them. It does not remove claims, revoke leases
+// or close the etcd client; a claim whose background removal is still
+// pending when Close is called stays until its lease ends. Acquire calls
+// still waiting return ErrClosed; after Close, OnLost is no longer called
+// and every method returns an error wrapping backend.ErrClosed. A second
+// Close returns that error too.
 func (b *Backend) Close() error {
-	if b.closed.Swap(true) {
-		return closedError("close")
-	}
-	b.reg.closeLate()
 	b.spawnMu.Lock()
+	again := b.stopping
 	b.stopping = true
 	b.spawnMu.Unlock()
+	if again {
+		return closedError("close")
+	}
 	b.cancel()
 	b.wg.Wait()
 	return nil

@@ -438,18 +438,16 @@ func (tm *testMux) closeClient() {
 
 // recTarget records what the mux tells a watch's target.
 type recTarget struct {
-	created chan int64 // every watchCreated's from
 	deleted chan int64
 	failed  chan error
 }
 
 func newRecTarget() *recTarget {
-	return &recTarget{created: make(chan int64, 16), deleted: make(chan int64, 2), failed: make(chan error, 2)}
+	return &recTarget{deleted: make(chan int64, 2), failed: make(chan error, 2)}
 }
 
-func (r *recTarget) watchCreated(from int64) { r.created <- from }
-func (r *recTarget) keyDeleted(rev int64)    { r.deleted <- rev }
-func (r *recTarget) watchFailed(err error)   { r.failed <- err }
+func (r *recTarget) keyDeleted(rev int64)  { r.deleted <- rev }
+func (r *recTarget) watchFailed(err error) { r.failed <- err }
 
 // bound is how long these tests wait for something that should happen.
 const bound = 5 * time.Second

@@ -18,11 +18,9 @@ import (
 //
 //	go test -run '^$' -fuzz '^FuzzEscapeKey$' -fuzztime 10m -parallel 1 ./backend/etcd
 
-// FuzzEscapeKey checks, for any two byte strings a and b: escaping round
-// trips, never yields '/', is canonical (whatever unescapeKey accepts,
-// escapeKey gives back), and two different keys never share a queue
-// directory - escaped(a)+"/" is never a prefix of escaped(b)+"/" - nor
-// parse back to the wrong key.
+// FuzzEscapeKey checks, for any two byte strings a and b, that escaping
+// never yields '/' and that two different keys never share a queue
+// directory: escaped(a)+"/" is never a prefix of escaped(b)+"/".
 func FuzzEscapeKey(f *testing.F) {
 	for _, p := range [][2]string{
 		{"a", "a/b"}, {"a/", "a"}, {"orders/4", "orders/42"}, {"a%", "a%2F"},
@@ -30,36 +28,13 @@ func FuzzEscapeKey(f *testing.F) {
 	} {
 		f.Add(p[0], p[1])
 	}
-	l := newLayout("p/")
 	f.Fuzz(func(t *testing.T, a, b string) {
 		ea, eb := escapeKey(a), escapeKey(b)
 		if strings.Contains(ea, "/") {
 			t.Fatalf("escapeKey(%q) = %q contains '/'", a, ea)
 		}
-		if back, err := unescapeKey(ea); err != nil || back != a {
-			t.Fatalf("unescapeKey(escapeKey(%q)) = %q, %v", a, back, err)
-		}
 		if a != b && strings.HasPrefix(eb+"/", ea+"/") {
 			t.Fatalf("keys %q and %q share a directory: %q is a prefix of %q", a, b, ea+"/", eb+"/")
-		}
-		if a != b && ea == eb {
-			t.Fatalf("keys %q and %q both escape to %q", a, b, ea)
-		}
-		// b as an escaped form someone else wrote: accepted only if canonical.
-		if u, err := unescapeKey(b); err == nil {
-			if escapeKey(u) != b {
-				t.Fatalf("unescapeKey(%q) = %q, but escapeKey gives %q", b, u, escapeKey(u))
-			}
-		} else if !errors.Is(err, errBadEscape) {
-			t.Fatalf("unescapeKey(%q) error %v does not wrap errBadEscape", b, err)
-		}
-		// A claim's etcd key parses back to its key and id, whatever
-		// the key; arbitrary etcd keys never panic the parser.
-		if k, id, err := l.parseClaim(l.claim(a, "id")); err != nil || k != a || id != "id" {
-			t.Fatalf("parseClaim(claim(%q, id)) = %q, %q, %v", a, k, id, err)
-		}
-		if k, _, err := l.parseClaim(l.claimsRoot() + b); err == nil && !strings.HasPrefix(l.claimsRoot()+b, l.dir(k)) {
-			t.Fatalf("parseClaim(%q) = key %q, whose directory %q does not contain it", l.claimsRoot()+b, k, l.dir(k))
 		}
 	})
 }

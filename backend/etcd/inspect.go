@@ -19,8 +19,8 @@ import (
 // first), or ErrBadRecord if a claim's value was not written by this
 // package. Safe for concurrent use.
 func (b *Backend) Inspect(ctx context.Context, key string) (backend.LockInfo, error) {
-	if b.closed.Load() {
-		return backend.LockInfo{}, closedError("inspect")
+	if err := b.closed("inspect"); err != nil {
+		return backend.LockInfo{}, err
 	}
 	resp, err := b.cli.Get(ctx, b.layout.dir(key),
 		clientv3.WithPrefix(),

@@ -1,16 +1,9 @@
 package etcd
 
 import (
-	"fmt"
-	"strings"
-)
+	"strconv"
 
-// Namespaces under the Backend's prefix. Claims and stamp records live in
-// separate subtrees so that a stamp record can never be taken for a claim
-// and a range over the claims never meets a stamp.
-const (
-	claimsNS = "claims/"
-	stampsNS = "stamps/"
+	"github.com/ash-lock/ashlock/backend"
 )
 
 // layout computes the etcd keys a Backend uses. Everything is under prefix:
@@ -19,44 +12,31 @@ const (
 //	<prefix>stamps/<escaped key>              the last holder's stamp (no lease)
 //
 // The directory "<prefix>claims/<escaped key>/" holds exactly one key's
-// queue, because an escaped key contains no '/' (see escapeKey).
+// queue, because an escaped key contains no '/' (see escapeKey). Claims and
+// stamp records live in separate subtrees so that a range over a queue
+// never meets a stamp.
 type layout struct {
 	prefix string
 }
 
-func newLayout(prefix string) layout { return layout{prefix: prefix} }
-
-// claimsRoot is the subtree that holds every claim of every key.
-func (l layout) claimsRoot() string { return l.prefix + claimsNS }
-
 // dir is the queue directory of key, ending in '/'.
-func (l layout) dir(key string) string {
-	return l.prefix + claimsNS + escapeKey(key) + "/"
-}
+func (l layout) dir(key string) string { return l.prefix + "claims/" + escapeKey(key) + "/" }
 
 // claim is the etcd key of the claim named name on key.
 func (l layout) claim(key, name string) string { return l.dir(key) + name }
 
 // stamp is the etcd key of key's stamp record.
-func (l layout) stamp(key string) string {
-	return l.prefix + stampsNS + escapeKey(key)
-}
+func (l layout) stamp(key string) string { return l.prefix + "stamps/" + escapeKey(key) }
 
-// parseClaim splits an etcd key produced by claim back into lock key and
-// claim name. It fails on keys outside the claims namespace or with a
-// malformed escaped part.
-func (l layout) parseClaim(etcdKey string) (key, id string, err error) {
-	rest, ok := strings.CutPrefix(etcdKey, l.claimsRoot())
-	if !ok {
-		return "", "", fmt.Errorf("etcd: key %q is not under %q", etcdKey, l.claimsRoot())
+// claimName names the claim a Backend makes on one key under lease id: the
+// lease in hex, and for the second and later concurrent claims of the same
+// lease on the same key a slot number. A name therefore belongs to one lease
+// for ever: once the lease has ended, nothing can be created under the name
+// again.
+func claimName(id backend.LeaseID, slot int) string {
+	name := strconv.FormatInt(int64(id), 16)
+	if slot > 0 {
+		name += "-" + strconv.Itoa(slot)
 	}
-	esc, id, ok := strings.Cut(rest, "/")
-	if !ok {
-		return "", "", fmt.Errorf("etcd: key %q has no claim name", etcdKey)
-	}
-	key, err = unescapeKey(esc)
-	if err != nil {
-		return "", "", fmt.Errorf("etcd: key %q: %w", etcdKey, err)
-	}
-	return key, id, nil
+	return name
 }

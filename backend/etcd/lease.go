@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/ash-lock/ashlock/backend"
 )
@@ -15,29 +17,19 @@ import (
 // Grant creates an etcd lease. etcd leases are whole seconds, so ttl is
 // rounded up (1.2s asks for 2s), never down; etcd may raise it further to
 // its minimum lease TTL. The returned Lease carries the TTL etcd actually
-// granted, which is never less than ttl.
+// granted, which is never less than ttl. The caller validates ttl (> 0).
 //
 // Grant blocks for one round trip. It fails with an error wrapping
 // backend.ErrUnavailable when etcd cannot be reached or refuses, joined with
-// ctx.Err() if ctx ended first; a ttl <= 0 is a programmer error reported
-// as an error. Safe for concurrent use.
+// ctx.Err() if ctx ended first. Safe for concurrent use.
 func (b *Backend) Grant(ctx context.Context, ttl time.Duration) (backend.Lease, error) {
-	if b.closed.Load() {
-		return backend.Lease{}, closedError("lease grant")
+	if err := b.closed("lease grant"); err != nil {
+		return backend.Lease{}, err
 	}
-	if ttl <= 0 {
-		return backend.Lease{}, fmt.Errorf("etcd lease grant: TTL %v is not positive", ttl)
-	}
-	secs := int64(ttl / time.Second)
-	if ttl%time.Second != 0 {
-		secs++ // round up: a shorter lease than asked for would break the watchdog's deadline
-	}
+	secs := int64((ttl + time.Second - 1) / time.Second) // rounded up: a shorter lease would break the watchdog's deadline
 	resp, err := b.cli.Grant(ctx, secs)
 	if err != nil {
 		return backend.Lease{}, rpcError(ctx, "lease grant", err)
-	}
-	if resp.Error != "" {
-		return backend.Lease{}, fmt.Errorf("%w: etcd lease grant: %s", backend.ErrUnavailable, resp.Error)
 	}
 	if resp.ID == clientv3.NoLease || resp.TTL < secs {
 		return backend.Lease{}, fmt.Errorf("%w: etcd lease grant: got lease %x with TTL %ds for a %ds request",
@@ -47,24 +39,39 @@ func (b *Backend) Grant(ctx context.Context, ttl time.Duration) (backend.Lease, 
 }
 
 // KeepAlive renews lease id once and returns the TTL etcd renewed it for,
-// counted from when the request was sent. It blocks for one round trip on
-// the Backend's shared keep-alive stream (opening it first if needed).
+// counted from when the request was sent. It makes one attempt on a
+// keep-alive stream of its own, opened for this call (clientv3's
+// Lease.KeepAlive renews on a timer of its own, and its KeepAliveOnce
+// retries at once, without end, while a member has no leader): when to
+// renew and when to retry is the caller's decision. It blocks for one round
+// trip, or until ctx ends while etcd is out of reach; a member cut off from
+// its cluster's leader refuses at once.
 //
 // A lease etcd no longer has (expired or revoked) yields an error wrapping
 // backend.ErrLeaseExpired. Other failures wrap backend.ErrUnavailable,
 // joined with ctx.Err() if ctx ended first. Safe for concurrent use.
 func (b *Backend) KeepAlive(ctx context.Context, id backend.LeaseID) (time.Duration, error) {
-	if b.closed.Load() {
-		return 0, closedError("lease keep-alive")
-	}
-	ttl, err := b.keeper.renew(ctx, int64(id))
-	if err != nil {
+	if err := b.closed("lease keep-alive"); err != nil {
 		return 0, err
 	}
-	if ttl <= 0 {
+	sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel() // ends the stream
+	s, err := pb.NewLeaseClient(b.cli.ActiveConnection()).LeaseKeepAlive(sctx, grpc.WaitForReady(true))
+	if err == nil {
+		err = s.Send(&pb.LeaseKeepAliveRequest{ID: int64(id)})
+	}
+	var resp *pb.LeaseKeepAliveResponse
+	if err == nil {
+		resp, err = s.Recv()
+	}
+	if err != nil {
+		return 0, rpcError(ctx, "lease keep-alive", err)
+	}
+	if resp.TTL <= 0 {
+		b.reg.forgetLease(id)
 		return 0, fmt.Errorf("%w: etcd lease %x not found", backend.ErrLeaseExpired, int64(id))
 	}
-	return time.Duration(ttl) * time.Second, nil
+	return time.Duration(resp.TTL) * time.Second, nil
 }
 
 // Revoke ends lease id at once; etcd deletes every claim bound to it, and
@@ -72,12 +79,13 @@ func (b *Backend) KeepAlive(ctx context.Context, id backend.LeaseID) (time.Durat
 // already revoked) returns nil. Other failures wrap backend.ErrUnavailable,
 // joined with ctx.Err() if ctx ended first. Safe for concurrent use.
 func (b *Backend) Revoke(ctx context.Context, id backend.LeaseID) error {
-	if b.closed.Load() {
-		return closedError("lease revoke")
+	if err := b.closed("lease revoke"); err != nil {
+		return err
 	}
 	_, err := b.cli.Revoke(ctx, clientv3.LeaseID(id))
-	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return nil
+	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return rpcError(ctx, "lease revoke", err)
 	}
-	return rpcError(ctx, "lease revoke", err)
+	b.reg.forgetLease(id)
+	return nil
 }

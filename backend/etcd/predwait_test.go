@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/ash-lock/ashlock/backend"
 )
 
@@ -13,12 +15,10 @@ func waiter(t *testing.T, tm *testMux) *acquisition {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	b := &Backend{ctx: ctx, reg: newRegistry(tm.mux, 0)}
-	e, err := b.reg.add("own", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &acquisition{b: b, e: e, req: backend.AcquireRequest{Key: "k"}, claimKey: "own"}
+	b := &Backend{ctx: ctx, reg: newRegistry(tm.mux)}
+	e := b.reg.add("k/", 1, nil)
+	require.Equal(t, "k/1", e.key)
+	return &acquisition{b: b, e: e, req: backend.AcquireRequest{Key: "k"}, dir: "k/"}
 }
 
 // waitAsync runs waitDeleted in the background.
@@ -60,7 +60,7 @@ func TestWaitDeletedClosesTheGap(t *testing.T) {
 		}
 	})
 	t.Run("ReCreatedInTheGap", func(t *testing.T) {
-		// Claim names are lent again once free: the predecessor's name can
+		// A claim name is used again once free: the predecessor's name can
 		// hold a later claim by the time the watch reaches etcd. That
 		// claim is queued behind the waiter, so taking it for the
 		// predecessor would deadlock the queue; the read must see the new
@@ -104,7 +104,7 @@ func TestWaitDeletedEnds(t *testing.T) {
 	tm := newTestMux(t)
 	a := waiter(t, tm)
 	tm.e.put("pred")
-	read := tm.e.put("own")
+	read := tm.e.put(a.e.key)
 	a.b.reg.setToken(a.e, read)
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -120,7 +120,7 @@ func TestWaitDeletedEnds(t *testing.T) {
 	}
 
 	done = waitAsync(t.Context(), a, "pred", read+1)
-	tm.e.del("own")
+	tm.e.del(a.e.key)
 	if err := recv(t, done, "wait of a lost claim"); !errors.Is(err, backend.ErrLeaseExpired) {
 		t.Fatalf("wait of a lost claim: %v, want ErrLeaseExpired", err)
 	}

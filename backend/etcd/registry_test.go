@@ -3,12 +3,17 @@ package etcd
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/ash-lock/ashlock/backend"
 )
+
+// claimKey is the etcd key of the first claim of lease 1 in directory "c/".
+const claimKey = "c/1"
 
 // lossRecorder counts OnLost calls.
 type lossRecorder chan error
@@ -26,13 +31,10 @@ func TestRegistryReportsLoss(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			tm := newTestMux(t)
-			r := newRegistry(tm.mux, 0)
+			r := newRegistry(tm.mux)
 			lost := make(lossRecorder, 2)
-			e, err := r.add("claim", lost, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			token := tm.e.put("claim")
+			e := r.add("c/", 1, lost)
+			token := tm.e.put(claimKey)
 			if !r.setToken(e, token) {
 				t.Fatal("setToken reported a loss")
 			}
@@ -40,7 +42,7 @@ func TestRegistryReportsLoss(t *testing.T) {
 				t.Fatal("promote failed")
 			}
 			tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 1 }, "the claim's watch")
-			tm.e.del("claim")
+			tm.e.del(claimKey)
 			recv(t, e.lost, "lost closed")
 			if promoted {
 				if cause := recv(t, lost, "OnLost"); !errors.Is(cause, backend.ErrLeaseExpired) {
@@ -51,128 +53,9 @@ func TestRegistryReportsLoss(t *testing.T) {
 			}
 			none(t, lost, "a second OnLost, or one for a claim not handed out")
 			// The name is free for another acquisition once the loss is known.
-			if _, err := r.add("claim", nil, nil); err != nil {
-				t.Fatalf("add after the loss: %v", err)
-			}
+			assert.Equal(t, claimKey, r.add("c/", 1, nil).key)
 		})
 	}
-}
-
-// A released claim is not reported when it goes, and only the release
-// of its own token unregisters it.
-func TestRegistryReleasedClaimIsSilent(t *testing.T) {
-	tm := newTestMux(t)
-	r := newRegistry(tm.mux, 0)
-	lost := make(lossRecorder, 1)
-	e, _ := r.add("claim", lost, nil)
-	token := tm.e.put("claim")
-	r.setToken(e, token)
-	r.promote(e)
-	tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 1 }, "the claim's watch")
-	if ok, _ := r.removeClaim("claim", token-1); ok {
-		t.Fatal("removeClaim with another token removed the claim")
-	}
-	if _, err := r.add("claim", nil, nil); err == nil {
-		t.Fatal("a second concurrent add of the same key succeeded")
-	}
-	ok, w := r.removeClaim("claim", token)
-	if !ok {
-		t.Fatal("removeClaim of the claim's own token did nothing")
-	}
-	if w == nil {
-		t.Fatal("the released claim's live watch was not parked")
-	}
-	if again, _ := r.removeClaim("claim", token); again {
-		t.Fatal("a second removeClaim reported success")
-	}
-	tm.e.del("claim")
-	// A barrier on the same stream: once its delete is seen, the claim's
-	// would have been.
-	barrier(t, tm)
-	none(t, lost, "OnLost after release")
-	e2, err := r.add("claim", nil, nil)
-	if err != nil {
-		t.Fatalf("add after release: %v", err)
-	}
-	r.remove(e2)
-	tm.mux.stop(w)
-}
-
-// A released claim's watch, parked with its name, serves the next claim
-// under that name: the release's delete, seen while parked, is not that
-// claim's loss, the new claim's own delete is, and no watch is created or
-// cancelled for it.
-func TestRegistryParkedWatchServesTheNextClaim(t *testing.T) {
-	for _, delSeen := range []bool{true, false} {
-		t.Run(fmt.Sprintf("releaseDeleteSeenFirst=%v", delSeen), func(t *testing.T) {
-			tm := newTestMux(t)
-			r := newRegistry(tm.mux, 0)
-			first := make(lossRecorder, 1)
-			e := heldClaim(tm, r, first)
-			tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 1 }, "the claim's watch")
-			w := releaseParks(t, r, e)
-			tm.e.del("claim") // the release
-			if delSeen {
-				barrier(t, tm)
-			}
-
-			_, next := nextClaimAdopts(t, tm, r, w)
-			none(t, first, "OnLost of the released claim")
-			tm.mux.mu.Lock()
-			id := w.id
-			tm.mux.mu.Unlock()
-			tm.e.mu.Lock()
-			creates := 0
-			for _, cr := range tm.e.createsLocked(0) {
-				if string(cr.Key) == "claim" {
-					creates++
-				}
-			}
-			cancelled := slices.Contains(tm.e.cancelsLocked(0), id)
-			tm.e.mu.Unlock()
-			if creates != 1 || cancelled {
-				t.Fatalf("%d watches created on the claim's name, and cancelled: %v; want 1 serving both claims, live", creates, cancelled)
-			}
-			lostOnDelete(t, tm, "claim", next)
-		})
-	}
-}
-
-// heldClaim registers "claim", creates it in tm's etcd and hands it out,
-// as an Acquire does; lost hears its loss.
-func heldClaim(tm *testMux, r *registry, lost lossRecorder) *entry {
-	e, _ := r.add("claim", lost, nil)
-	r.setToken(e, tm.e.put("claim"))
-	r.promote(e)
-	return e
-}
-
-// releaseParks unregisters e as Release does and returns its parked watch.
-func releaseParks(t *testing.T, r *registry, e *entry) *keyWatch {
-	t.Helper()
-	ok, w := r.removeClaim(e.key, e.token)
-	if !ok || w == nil {
-		t.Fatalf("removeClaim = %v, %p; want the watch parked", ok, w)
-	}
-	return w
-}
-
-// nextClaimAdopts registers the next claim under the name with the parked
-// watch w, creates it and hands it out, and checks that nothing reports it
-// lost while it is there. OnLost of the new claim goes to the result.
-func nextClaimAdopts(t *testing.T, tm *testMux, r *registry, w *keyWatch) (*entry, lossRecorder) {
-	t.Helper()
-	next := make(lossRecorder, 1)
-	e, err := r.add("claim", next, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !r.setToken(e, tm.e.put("claim")) || !r.promote(e) {
-		t.Fatal("the next claim counted as lost by the release of the one before")
-	}
-	barrier(t, tm)
-	none(t, next, "OnLost while the next claim is there")
-	return e, next
 }
 
 // lostOnDelete deletes key and checks that lost hears of it, naming the
@@ -198,13 +81,13 @@ func TestRegistryLossBeforeTheWatch(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tm := newTestMux(t)
 			tm.e.setLagging(lagging)
-			r := newRegistry(tm.mux, 0)
+			r := newRegistry(tm.mux)
 			gone, kept := make(lossRecorder, 1), make(lossRecorder, 1)
-			eg, _ := r.add("gone", gone, nil)
-			ek, _ := r.add("kept", kept, nil)
-			tg := tm.e.put("gone")
-			tk := tm.e.put("kept")
-			tm.e.del("gone") // before either watch exists
+			eg := r.add("gone/", 1, gone)
+			ek := r.add("kept/", 1, kept)
+			tg := tm.e.put(eg.key)
+			tk := tm.e.put(ek.key)
+			tm.e.del(eg.key) // before either watch exists
 			// The loss may be found before the claim is handed out (then
 			// Acquire fails) or after (then OnLost is called).
 			if r.setToken(eg, tg) && r.promote(eg) {
@@ -219,7 +102,7 @@ func TestRegistryLossBeforeTheWatch(t *testing.T) {
 			}
 			// An OnLost for kept before its delete would name an earlier
 			// revision, and would be the only one.
-			del := tm.e.del("kept")
+			del := tm.e.del(ek.key)
 			cause := recv(t, kept, "OnLost after the later delete")
 			if want := fmt.Sprintf("revision %d", del); !strings.Contains(cause.Error(), want) {
 				t.Fatalf("OnLost of kept: %v; want it to be the delete at %s", cause, want)
@@ -240,7 +123,11 @@ func barrier(t *testing.T, tm *testMux) {
 	t.Helper()
 	key := fmt.Sprint("barrier-", tm.e.put("barrier-seq"))
 	rev := tm.e.put(key)
-	_, r := startWatch(t, tm, key, rev+1)
+	r := newRecTarget()
+	// Created from rev+1, the watch is sent the delete even if it reaches
+	// etcd after it, and only after etcd's answer to every earlier request
+	// on the stream.
+	tm.start(&keyWatch{key: key, from: rev + 1, target: r})
 	tm.e.del(key)
 	recv(t, r.deleted, "barrier")
 }
@@ -258,19 +145,16 @@ func TestRegistryEarlyWatch(t *testing.T) {
 	}
 	early := func(t *testing.T) *setup {
 		tm := newTestMux(t)
-		r := newRegistry(tm.mux, 0)
+		r := newRegistry(tm.mux)
 		lost := make(lossRecorder, 2)
-		e, err := r.add("claim", lost, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		e := r.add("c/", 1, lost)
 		r.watchEarly(e)
 		return &setup{tm: tm, r: r, e: e, lost: lost}
 	}
 	// create makes the claim, tells the registry and hands it out; it
 	// reports whether the claim was still there as far as it knew.
 	create := func(x *setup) bool {
-		x.token = x.tm.e.put("claim")
+		x.token = x.tm.e.put(claimKey)
 		return x.r.setToken(x.e, x.token) && x.r.promote(x.e)
 	}
 	// wantHeld checks that the claim is not reported lost until it is
@@ -279,14 +163,14 @@ func TestRegistryEarlyWatch(t *testing.T) {
 		t.Helper()
 		barrier(t, x.tm)
 		none(t, x.lost, "OnLost while the claim is there")
-		lostOnDelete(t, x.tm, "claim", x.lost)
+		lostOnDelete(t, x.tm, claimKey, x.lost)
 	}
 
 	t.Run("EarlierIncarnationDeleted", func(t *testing.T) {
 		x := early(t)
-		x.tm.e.put("claim") // a name's earlier claim, deleted after our watch started
+		x.tm.e.put(claimKey) // a name's earlier claim, deleted after our watch started
 		barrier(t, x.tm)
-		x.tm.e.del("claim")
+		x.tm.e.del(claimKey)
 		barrier(t, x.tm)
 		if !create(x) {
 			t.Fatal("the claim counted as lost by the delete of an earlier one")
@@ -296,8 +180,8 @@ func TestRegistryEarlyWatch(t *testing.T) {
 	t.Run("DeletedBeforeTheTokenIsKnown", func(t *testing.T) {
 		x := early(t)
 		barrier(t, x.tm)
-		token := x.tm.e.put("claim")
-		x.tm.e.del("claim")
+		token := x.tm.e.put(claimKey)
+		x.tm.e.del(claimKey)
 		barrier(t, x.tm)
 		if x.r.setToken(x.e, token) {
 			t.Fatal("setToken of a claim already seen deleted reported it there")
@@ -326,12 +210,12 @@ func TestRegistryEarlyWatch(t *testing.T) {
 		}
 		t.Run("LostTheRace/"+name, func(t *testing.T) {
 			tm := newTestMux(t)
-			r := newRegistry(tm.mux, 0)
+			r := newRegistry(tm.mux)
 			barrier(t, tm) // the stream is up
 			for _, gone := range []bool{false, true} {
-				key := fmt.Sprint("claim-", gone)
 				lost := make(lossRecorder, 2)
-				e, _ := r.add(key, lost, nil)
+				e := r.add(fmt.Sprint("c-", gone, "/"), 1, lost)
+				key := e.key
 				token := tm.e.put(key) // created before the watch reaches etcd
 				if gone {
 					tm.e.del(key)
@@ -365,7 +249,7 @@ func TestRegistryEarlyWatch(t *testing.T) {
 			barrier(t, x.tm)
 			x.tm.e.setOpenErr(errors.New("fake: down"))
 			x.tm.e.breakStream()
-			x.token = x.tm.e.put("claim")
+			x.token = x.tm.e.put(claimKey)
 			if compacted {
 				x.tm.e.compactNow()
 			}
@@ -381,7 +265,7 @@ func TestRegistryEarlyWatch(t *testing.T) {
 			x.tm.e.waitFor(t, func() bool {
 				starts = starts[:0]
 				for _, cr := range x.tm.e.createsLocked(1) {
-					if string(cr.Key) == "claim" {
+					if string(cr.Key) == claimKey {
 						starts = append(starts, cr.StartRevision)
 					}
 				}
@@ -399,43 +283,34 @@ func TestRegistryEarlyWatch(t *testing.T) {
 	})
 }
 
-// A parked watch lives through its stream's loss, even with its start
-// revision compacted meanwhile: it is created again on the next stream
-// (where it had been confirmed, or at etcd's current revision), and the
-// claim that adopts it afterwards is neither taken for lost by the
-// release's delete nor missed when it goes itself.
-func TestRegistryParkedWatchOutlivesTheStream(t *testing.T) {
-	for _, compacted := range []bool{false, true} {
-		t.Run(fmt.Sprintf("compacted=%v", compacted), func(t *testing.T) {
-			tm := newTestMux(t)
-			r := newRegistry(tm.mux, 0)
-			e := heldClaim(tm, r, make(lossRecorder, 1))
-			barrier(t, tm)
-			w := releaseParks(t, r, e)
+// A claim's name stays taken from add until forget: concurrent claims of
+// one lease on one key get distinct slots, a released claim is not reported
+// when it goes, only the release of its own token finds it, and its name
+// is free again only once forgotten (or its lease ended).
+func TestRegistryNames(t *testing.T) {
+	tm := newTestMux(t)
+	r := newRegistry(tm.mux)
+	lost := make(lossRecorder, 1)
+	e := r.add("c/", 1, lost)
+	require.Equal(t, claimKey, e.key)
+	second := r.add("c/", 1, nil)
+	assert.Equal(t, "c/1-1", second.key, "a concurrent claim of the same lease")
+	assert.Equal(t, "c/2", r.add("c/", 2, nil).key, "another lease's claim")
+	r.forget(second)
+	assert.Equal(t, "c/1-1", r.add("c/", 1, nil).key, "a forgotten name is used again")
 
-			tm.e.setOpenErr(errors.New("fake: down"))
-			tm.e.breakStream()
-			tm.e.del("claim") // the release, while the stream is down
-			if compacted {
-				tm.e.put("filler")
-				tm.e.compactNow()
-			}
-			tm.e.setOpenErr(nil)
-			tm.e.waitFor(t, func() bool {
-				for _, cr := range tm.e.createsLocked(1) {
-					if string(cr.Key) == "claim" {
-						return true
-					}
-				}
-				return false
-			}, "the parked watch on the new stream")
-			barrier(t, tm)
+	token := tm.e.put(claimKey)
+	require.True(t, r.setToken(e, token))
+	require.True(t, r.promote(e))
+	tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 1 }, "the claim's watch")
+	assert.Nil(t, r.held(claimKey, token-1), "held with another token")
+	require.Same(t, e, r.held(claimKey, token))
+	r.end(e)
+	tm.e.del(claimKey)
+	barrier(t, tm) // once its delete is seen, the claim's would have been
+	none(t, lost, "OnLost after release")
+	assert.Equal(t, "c/1-2", r.add("c/", 1, nil).key, "an ended claim's name is still taken")
 
-			e2, next := nextClaimAdopts(t, tm, r, w)
-			if e2.watch != w {
-				t.Fatal("the next claim did not adopt the parked watch")
-			}
-			lostOnDelete(t, tm, "claim", next)
-		})
-	}
+	r.forgetLease(1)
+	assert.Equal(t, claimKey, r.add("c/", 1, nil).key, "the name of an ended claim of an ended lease")
 }

@@ -26,10 +26,10 @@ func (a *acquisition) stamp(ctx context.Context) (backend.Timestamp, error) {
 	if err != nil {
 		return backend.Timestamp{}, err
 	}
-	resp, err := a.b.cli.Txn(ctx).If(a.ownExists()).
+	resp, err := a.b.cli.Txn(ctx).If(incarnation(a.e.key, a.token)).
 		Then(
 			clientv3.OpPut(a.stampKey, encodeStamp(st)),
-			clientv3.OpPut(a.claimKey, a.record(a.acquiredAt, st), clientv3.WithIgnoreLease()),
+			clientv3.OpPut(a.e.key, a.record(a.acquiredAt, st), clientv3.WithIgnoreLease()),
 		).Commit()
 	if err != nil {
 		return backend.Timestamp{}, rpcError(ctx, "acquire (stamp)", err)

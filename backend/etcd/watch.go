@@ -64,21 +64,14 @@ import (
 
 // watchTarget is told what becomes of a watch. The mux calls it without
 // holding its lock, from the receive goroutine or a check goroutine, so
-// it must not block and must not wait for the mux; it may call stop.
+// it must not block and must not wait for the mux; it may call stop. It
+// hears at most one call.
 type watchTarget interface {
-	// watchCreated reports that etcd accepted a creation of the watch
-	// and delivers, from then on, every delete of the key at a revision >=
-	// from - unless it then finds from compacted, in which case the mux
-	// checks the key and the target hears keyDeleted or watchCreated
-	// again. It may come more than once (each time the watch is created
-	// again) and never after keyDeleted or watchFailed.
-	watchCreated(from int64)
 	// keyDeleted reports that the watched incarnation of the key is gone:
-	// deleted at revision rev, or found absent or replaced at rev. It is
-	// the last call the target receives.
+	// deleted at revision rev, or found absent or replaced at rev.
 	keyDeleted(rev int64)
 	// watchFailed reports that the watch cannot be served: etcd refused
-	// it, or the etcd client was closed. It is the last call.
+	// it, or the etcd client was closed.
 	watchFailed(err error)
 }
 
@@ -101,9 +94,6 @@ type keyWatch struct {
 	// yet), and the highest delete it delivered.
 	covered int64
 	maxDel  int64
-	// epoch counts the watch's parkings; a gap check queued in an earlier
-	// epoch was for an incarnation the watch no longer serves.
-	epoch uint32
 }
 
 type watchState uint8
@@ -279,7 +269,7 @@ func (m *mux) setFrom(w *keyWatch, from int64) {
 	case w.maxDel >= from:
 		ns = append(ns, m.finishLocked(w, w.maxDel, nil))
 	case s != nil && w.covered > from:
-		m.gaps = append(m.gaps, gapCheck{w: w, at: w.covered - 1, epoch: w.epoch})
+		m.gaps = append(m.gaps, gapCheck{w: w, at: w.covered - 1})
 		m.startChecksLocked()
 	}
 	// Otherwise it is confirmed at or below from-1 (no gap), or not yet:
@@ -290,61 +280,6 @@ func (m *mux) setFrom(w *keyWatch, from int64) {
 	if s != nil && len(ns) > 0 {
 		m.flush(s) // the cancel
 	}
-}
-
-// park takes a live watch off its incarnation, whose claim its owner is
-// about to delete or has just deleted, and keeps it open for no one: its
-// resume revision becomes unknown again, as for a watch started before its
-// key's incarnation exists, so the deletes it delivers from now on (the
-// owner's own delete among them) are only remembered, and whatever was
-// pending for the old incarnation (a gap check) is void. A later adopt
-// hands it to an acquisition that borrows the same name, whose setFrom then
-// settles it exactly as for a watch started early. park reports false, and
-// changes nothing, if w is not live (done, or its resume revision was
-// compacted and a check of the key is pending); the caller then stops it.
-// The target hears nothing more once park has returned, except for a call
-// the mux had already begun.
-func (m *mux) park(w *keyWatch) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if w.state != watchLive {
-		return false
-	}
-	w.target = parked{}
-	w.from = 0
-	w.epoch++
-	return true
-}
-
-// adopt makes t the target of w, a watch parked by park and not adopted
-// since. It reports false if w is no longer live (etcd refused it when it
-// was created again, or the mux stopped); the caller then starts a new
-// watch instead.
-func (m *mux) adopt(w *keyWatch, t watchTarget) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if w.state != watchLive {
-		return false
-	}
-	w.target = t
-	return true
-}
-
-// parked is the target of a parked watch: nothing happens to it that
-// anyone needs to hear of. (keyDeleted cannot come: a parked watch's
-// resume revision is unknown, so the mux only remembers deletes.)
-type parked struct{}
-
-func (parked) watchCreated(int64) {}
-func (parked) keyDeleted(int64)   {}
-func (parked) watchFailed(error)  {}
-
-// raise moves w's resume revision up to from: the caller has seen the
-// watched incarnation still present at revision from-1.
-func (m *mux) raise(w *keyWatch, from int64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	w.from = max(w.from, from)
 }
 
 // createLocked queues the create of w on s under a fresh ID.
@@ -430,31 +365,20 @@ func (m *mux) kickFlush() {
 }
 
 // notice is a call to a watch target, collected under mux.mu and made
-// after it is released.
+// after it is released: watchFailed(err) if err is set, else
+// keyDeleted(rev).
 type notice struct {
-	t    watchTarget
-	kind noticeKind
-	rev  int64
-	err  error
+	t   watchTarget
+	rev int64
+	err error
 }
-
-type noticeKind uint8
-
-const (
-	noticeCreated noticeKind = iota
-	noticeDeleted
-	noticeFailed
-)
 
 func deliver(ns []notice) {
 	for _, n := range ns {
-		switch n.kind {
-		case noticeCreated:
-			n.t.watchCreated(n.rev)
-		case noticeDeleted:
-			n.t.keyDeleted(n.rev)
-		case noticeFailed:
+		if n.err != nil {
 			n.t.watchFailed(n.err)
+		} else {
+			n.t.keyDeleted(n.rev)
 		}
 	}
 }
@@ -468,8 +392,5 @@ func (m *mux) finishLocked(w *keyWatch, rev int64, err error) notice {
 	}
 	w.state = watchDone
 	delete(m.live, w)
-	if err != nil {
-		return notice{t: w.target, kind: noticeFailed, err: err}
-	}
-	return notice{t: w.target, kind: noticeDeleted, rev: rev}
+	return notice{t: w.target, rev: rev, err: err}
 }

@@ -10,20 +10,30 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// startWatch starts a watch of key from from on tm and waits until etcd
-// confirmed it.
+// startWatch starts a watch of key from from on tm and waits until the
+// mux has etcd's confirmation.
 func startWatch(t *testing.T, tm *testMux, key string, from int64) (*keyWatch, *recTarget) {
 	t.Helper()
 	r := newRecTarget()
 	w := &keyWatch{key: key, from: from, target: r}
 	tm.start(w)
-	if got := recv(t, r.created, "created "+key); got != from {
-		t.Fatalf("watch of %s created from %d, want %d", key, got, from)
-	}
+	barrier(t, tm)
+	require.Equal(t, from, covered(tm, w), "watch of %s confirmed from", key)
 	return w, r
+}
+
+// covered is the revision from which w, as etcd confirmed it, delivers
+// every delete; 0 while unconfirmed.
+func covered(tm *testMux, w *keyWatch) int64 {
+	tm.mux.mu.Lock()
+	defer tm.mux.mu.Unlock()
+	return w.covered
 }
 
 // Every watch is a single-key, delete-only watch with an ID of its own on
@@ -48,17 +58,20 @@ func TestMuxDispatchesByID(t *testing.T) {
 		t.Fatalf("%d streams opened, want 1", n)
 	}
 	var ids []int64
+	var bID int64
 	for _, cr := range tm.e.creates(0) {
 		if len(cr.RangeEnd) != 0 || !slices.Equal(cr.Filters, noPut) || cr.WatchId <= 0 {
 			t.Fatalf("create %+v: want one key, deletes only, an ID of ours", cr)
 		}
 		ids = append(ids, cr.WatchId)
+		if string(cr.Key) == "b" {
+			bID = cr.WatchId
+		}
 	}
-	if slices.Sort(ids); len(slices.Compact(ids)) != 3 {
-		t.Fatalf("watch IDs %v are not distinct", ids)
-	}
+	n := len(ids)
+	slices.Sort(ids)
+	require.Len(t, slices.Compact(ids), n, "watch IDs are distinct")
 	// The watch that fired is cancelled on etcd too.
-	bID := tm.e.creates(0)[1].WatchId
 	tm.e.waitFor(t, func() bool { return slices.Contains(tm.e.cancelsLocked(0), bID) }, "the cancel of b's watch")
 }
 
@@ -68,11 +81,11 @@ func TestMuxReportsCoverage(t *testing.T) {
 	tm := newTestMux(t)
 	k := tm.e.put("k")
 	cur := tm.e.put("other")
-	r := newRecTarget()
-	tm.start(&keyWatch{key: "k", from: k + 1, now: true, target: r})
-	if got := recv(t, r.created, "created"); got != cur+1 {
-		t.Fatalf("start-now watch covers from %d, want %d (etcd's revision + 1)", got, cur+1)
-	}
+	w := &keyWatch{key: "k", from: k + 1, now: true, target: newRecTarget()}
+	tm.start(w)
+	tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 1 }, "the create")
+	barrier(t, tm)
+	assert.Equal(t, cur+1, covered(tm, w), "start-now watch covers from etcd's revision + 1")
 	if cr := tm.e.creates(0)[0]; cr.StartRevision != 0 {
 		t.Fatalf("start-now watch sent StartRevision %d, want 0", cr.StartRevision)
 	}
@@ -91,25 +104,26 @@ func TestMuxRefusedCreate(t *testing.T) {
 	tm.e.hold() // answer the three creates together
 	rb, r2 := newRecTarget(), newRecTarget()
 	tm.start(&keyWatch{key: "bad", from: rev + 1, target: rb})
-	tm.start(&keyWatch{key: "good2", from: rev + 5, target: r2})
+	w2 := &keyWatch{key: "good2", from: rev + 5, target: r2}
+	tm.start(w2)
 	tm.e.release()
 	if err := recv(t, rb.failed, "refused watch"); !errors.Is(err, backend.ErrUnavailable) {
 		t.Fatalf("refused watch failed with %v, want ErrUnavailable", err)
 	}
-	if got := recv(t, r2.created, "good2 created"); got != rev+5 {
-		t.Fatalf("good2 created from %d, want %d: answers paired with the wrong creates", got, rev+5)
-	}
+	barrier(t, tm)
+	require.Equal(t, rev+5, covered(tm, w2), "good2 confirmed from: answers paired with the wrong creates?")
 	none(t, r1.failed, "good1")
 
 	// An expired token: a new stream, and every live watch on it again.
 	tm.e.refuseKey("late", rpctypes.ErrGRPCInvalidAuthToken.Error())
 	rl := newRecTarget()
 	tm.start(&keyWatch{key: "late", from: rev + 1, target: rl})
-	tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 4 }, "the create of late")
+	tm.e.waitFor(t, func() bool {
+		return slices.ContainsFunc(tm.e.createsLocked(0), func(cr *pb.WatchCreateRequest) bool { return string(cr.Key) == "late" })
+	}, "the create of late")
 	tm.e.allowKey("late") // the next stream has a fresh token
-	for _, r := range []*recTarget{r1, r2, rl} {
-		recv(t, r.created, "created on the new stream")
-	}
+	tm.e.waitFor(t, func() bool { return len(tm.e.streams) == 2 && len(tm.e.createsLocked(1)) == 3 }, "every live watch on the new stream")
+	barrier(t, tm)
 	none(t, rl.failed, "watch refused for its token")
 	if n := tm.e.streamCount(); n != 2 {
 		t.Fatalf("%d streams opened, want 2", n)
@@ -141,10 +155,8 @@ func TestMuxRecreatesAfterBreak(t *testing.T) {
 	rev := tm.e.put("b")
 	_, ra := startWatch(t, tm, "a", rev+1)
 	rb := newRecTarget()
-	wb := &keyWatch{key: "b", from: rev + 1, now: true, target: rb}
-	tm.start(wb)
-	recv(t, rb.created, "b created")
-	tm.raise(wb, rev+2) // a read saw b still there at rev+1
+	tm.start(&keyWatch{key: "b", from: rev + 1, target: rb})
+	barrier(t, tm)
 
 	tm.e.setOpenErr(errors.New("fake: down"))
 	tm.e.breakStream()
@@ -160,9 +172,7 @@ func TestMuxRecreatesAfterBreak(t *testing.T) {
 	for _, cr := range tm.e.creates(1) {
 		starts[string(cr.Key)] = cr.StartRevision
 	}
-	if starts["a"] != rev+1 || starts["b"] != rev+2 {
-		t.Fatalf("re-created from %v, want a from %d and b from %d (never 0)", starts, rev+1, rev+2)
-	}
+	assert.Equal(t, map[string]int64{"a": rev + 1, "b": rev + 1}, starts, "re-created from the resume revisions (never 0)")
 }
 
 // A watch whose resume revision was compacted is checked with a read: gone
@@ -191,12 +201,12 @@ func TestMuxCompactedWatch(t *testing.T) {
 		}
 	}
 	// etcd first accepts the create from the old revision, then drops it.
-	for got := int64(0); got != compacted+1; {
-		got = recv(t, targets["same"].created, "same re-created")
-		if got != rev+1 && got != compacted+1 {
-			t.Fatalf("same watched again from %d, want %d", got, compacted+1)
-		}
-	}
+	tm.e.waitFor(t, func() bool {
+		return slices.ContainsFunc(tm.e.createsLocked(1), func(cr *pb.WatchCreateRequest) bool {
+			return string(cr.Key) == "same" && cr.StartRevision == compacted+1
+		})
+	}, "same watched again from after the read")
+	barrier(t, tm)
 	none(t, targets["same"].deleted, "same")
 	del := tm.e.del("same")
 	if got := recv(t, targets["same"].deleted, "same"); got != del {
@@ -233,13 +243,11 @@ func TestMuxManyWatchesNoGoroutines(t *testing.T) {
 	startWatch(t, tm, "warm-up", rev+1) // starts the mux's goroutines
 	before := runtime.NumGoroutine()
 	r := newRecTarget()
-	r.created = make(chan int64, n)
 	for i := range n {
 		tm.start(&keyWatch{key: fmt.Sprint("k", i), from: rev + 1, target: r})
 	}
-	for range n {
-		recv(t, r.created, "created")
-	}
+	tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == n+2 }, "every create")
+	barrier(t, tm)
 	if grew := runtime.NumGoroutine() - before; grew > 0 {
 		t.Fatalf("%d watches added %d goroutines", n, grew)
 	}

@@ -2,7 +2,6 @@ package etcd
 
 import (
 	"context"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -53,9 +52,8 @@ const watchBatch = 100
 // gapCheck is a watch created at etcd's current revision at, which has to
 // be told whether its incarnation was deleted in [w.from, at].
 type gapCheck struct {
-	w     *keyWatch
-	at    int64
-	epoch uint32 // w.epoch when queued: a check of an earlier epoch is void
+	w  *keyWatch
+	at int64
 }
 
 // startChecksLocked starts the check goroutine unless it runs. Called with
@@ -71,7 +69,7 @@ func (m *mux) startChecksLocked() {
 // they succeed or the Backend is closed. It runs in a goroutine of its own
 // while there is work, and at most one at a time.
 func (m *mux) check() {
-	backoff := minWatchBackoff
+	backoff := minBackoff
 	for {
 		gaps, compacted := m.takeChecks()
 		var err error
@@ -84,22 +82,20 @@ func (m *mux) check() {
 			return
 		}
 		if err == nil {
-			backoff = minWatchBackoff
+			backoff = minBackoff
 			continue
 		}
 		m.mu.Lock()
 		m.gaps = append(gaps, m.gaps...) // retried first
 		m.compacted = append(compacted, m.compacted...)
 		m.mu.Unlock()
-		select {
-		case <-m.ctx.Done():
+		if !sleep(m.ctx, backoff) {
 			m.mu.Lock()
 			m.checking = false
 			m.mu.Unlock()
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, maxWatchBackoff)
+		backoff = min(2*backoff, maxBackoff)
 	}
 }
 
@@ -116,7 +112,7 @@ func (m *mux) takeChecks() ([]gapCheck, []*keyWatch) {
 		g := m.gaps[0]
 		m.gaps[0] = gapCheck{}
 		m.gaps = m.gaps[1:]
-		if g.w.state == watchLive && g.epoch == g.w.epoch {
+		if g.w.state == watchLive {
 			gaps = append(gaps, g)
 		}
 	}
@@ -167,8 +163,8 @@ func (m *mux) checkGaps(gaps []gapCheck) error {
 	kick := false
 	for i, g := range gaps {
 		w := g.w
-		if w.state != watchLive || w.epoch != g.epoch {
-			continue // stopped, finished, compacted or parked meanwhile
+		if w.state != watchLive {
+			continue // stopped, finished or compacted meanwhile
 		}
 		if n, gone := m.settleLocked(w, rangeKvs(resp, i), revs(i)); gone {
 			ns = append(ns, n)
@@ -235,12 +231,4 @@ func (m *mux) read(ops []clientv3.Op) (*clientv3.TxnResponse, error) {
 	ctx, cancel := context.WithTimeout(m.ctx, cleanupTimeout)
 	defer cancel()
 	return m.kv.Txn(ctx).Then(ops...).Commit()
-}
-
-// rangeKvs returns what the i-th read of resp found.
-func rangeKvs(resp *clientv3.TxnResponse, i int) []*mvccpb.KeyValue {
-	if i >= len(resp.Responses) {
-		return nil
-	}
-	return resp.Responses[i].GetResponseRange().GetKvs()
 }

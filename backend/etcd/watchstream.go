@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"fmt"
-	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -13,17 +12,11 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// Backoff between attempts to open the watch stream.
-const (
-	minWatchBackoff = 50 * time.Millisecond
-	maxWatchBackoff = time.Second
-)
-
 // run opens the watch stream, serves it until it fails and opens it again,
 // until the Backend is closed or its etcd client is. It runs in its own
 // goroutine, started with the first watch.
 func (m *mux) run() {
-	backoff := minWatchBackoff
+	backoff := minBackoff
 	for {
 		if s := m.openStream(); s != nil {
 			m.serve(s)
@@ -31,7 +24,7 @@ func (m *mux) run() {
 			heard := s.heard
 			m.mu.Unlock()
 			if heard {
-				backoff = minWatchBackoff
+				backoff = minBackoff
 			}
 		}
 		if m.ctx.Err() != nil {
@@ -41,12 +34,10 @@ func (m *mux) run() {
 			m.stopForGood(fmt.Errorf("%w: etcd watch: the etcd client was closed", backend.ErrUnavailable))
 			return
 		}
-		select {
-		case <-m.ctx.Done():
+		if !sleep(m.ctx, backoff) {
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, maxWatchBackoff)
+		backoff = min(2*backoff, maxBackoff)
 	}
 }
 
@@ -184,16 +175,16 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 			// delete above it is delivered.
 			covered = r.Header.GetRevision() + 1
 		}
-		// Recorded whatever from is: a watch that is parked later (see
-		// park) needs it as much as one started early.
+		// A watch started before its incarnation exists needs it in
+		// setFrom.
 		w.covered = covered
 		if w.from != 0 && covered > w.from {
 			// A read settles the deletes from w.from on (watchcheck.go).
-			m.gaps = append(m.gaps, gapCheck{w: w, at: covered - 1, epoch: w.epoch})
+			m.gaps = append(m.gaps, gapCheck{w: w, at: covered - 1})
 			m.startChecksLocked()
 		}
 		// Otherwise (from 0) setFrom decides.
-		return []notice{{t: w.target, kind: noticeCreated, rev: covered}}, false, false
+		return nil, false, false
 
 	case r.CompactRevision != 0:
 		// The watch's start revision was compacted; etcd dropped it.

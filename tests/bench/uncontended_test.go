@@ -36,9 +36,6 @@ import (
 func BenchmarkUncontended(b *testing.B) {
 	runInTurn(b, []implBench{
 		{"ashlock", loopCycle(ashlockCycle())},
-		// Every claim watched from before it exists, as before the claim
-		// watch delay: what the delay saves.
-		{"ashlock-early-watch", loopCycle(ashlockCycle(etcd.WithClaimWatchDelay(0)))},
 		{"etcd-mutex", loopCycle(mutexCycle)},
 		{"raw-2txns", loopCycle(rawCycle(releaseIfSame))},
 		{"raw-txn+delete", loopCycle(rawCycle(releasePlain))},

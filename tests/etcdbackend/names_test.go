@@ -3,7 +3,6 @@ package etcdbackend_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -17,11 +16,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/ash-lock/ashlock/backend"
 	"github.com/ash-lock/ashlock/backend/etcd"
 )
 
-// Claim names are lent per Backend and key and reused: a key taken over and
+// Claim names are named after their lease and reused: a key taken over and
 // over, by every kind of request, creates a handful of names in etcd, not
 // one per acquisition, and that handful does not grow with the number of
 // acquisitions. Tokens still strictly increase, and a late Release of an
@@ -174,9 +176,9 @@ func TestNamesNotSharedByConcurrentAcquisitions(t *testing.T) {
 	}
 }
 
-// A name whose claim could not be removed is not lent again while its
-// removal is being retried, and is lent again once the removal succeeded.
-func TestNameNotLentWhileCleanupFails(t *testing.T) {
+// A name whose claim could not be removed is not used again while its
+// removal is being retried, and is used again once the removal succeeded.
+func TestNameNotReusedWhileCleanupFails(t *testing.T) {
 	prefix := uniquePrefix(t)
 	var fail deleteFailer
 	b, _ := newBackend(t, shared, prefix, func(cfg *clientv3.Config) {
@@ -224,26 +226,28 @@ func TestNameNotLentWhileCleanupFails(t *testing.T) {
 	if res := await(t, w2, "W2"); !errors.Is(res.err, context.Canceled) {
 		t.Fatalf("W2: %v, want context.Canceled", res.err)
 	}
-	// The background retry gives the name back right after its delete
+	// The background retry frees the name right after its delete
 	// succeeds, which the awaitCount above may have seen first; so look
-	// for the name over a few rounds of waiters that take every free name.
+	// for the name over a few rounds of waiters that take the lowest free
+	// names.
 	deadline := time.Now().Add(waitBound)
 	for {
 		if lent := takeAllFree(t, b, operator, l, dir, holderName); slices.Contains(lent, w1Name) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("W1's name %s not lent again within %v of its removal", w1Name, waitBound)
+			t.Fatalf("W1's name %s not used again within %v of its removal", w1Name, waitBound)
 		}
 	}
 }
 
-// A claim found under the name an Acquire was lent - a write applied by
-// etcd after its sender had given up on it and removed the claim - is taken
-// over if it is bound to the Acquire's lease (it is as good as the claim the
-// Acquire was about to write), and removed if it is bound to another lease,
-// failing that one Acquire; either way the key is not left blocked.
-func TestClaimFoundUnderLentName(t *testing.T) {
+// A claim found under the name an Acquire uses - a write applied by etcd
+// after its sender had given up on it and removed the claim - is taken over
+// if it is bound to the Acquire's lease (it is as good as the claim the
+// Acquire was about to write), and removed if it is bound to another lease
+// (only a hand-made key can be), failing that one Acquire; either way the
+// key is not left blocked.
+func TestClaimFoundUnderItsName(t *testing.T) {
 	tests := []struct {
 		name      string
 		sameLease bool
@@ -260,7 +264,7 @@ func TestClaimFoundUnderLentName(t *testing.T) {
 			if err := b.Release(testCtx(t, waitBound), first); err != nil {
 				t.Fatal(err)
 			}
-			// first's name is free again, and the next Acquire borrows it.
+			// first's name is free again, and the next Acquire uses it.
 			lease := l.ID
 			if !tt.sameLease {
 				lease = grant(t, b, 30*time.Second).ID
@@ -295,9 +299,9 @@ func TestClaimFoundUnderLentName(t *testing.T) {
 	}
 }
 
-// takeAllFree queues as many fair waiters on b as a key keeps free names
-// (4), behind a holder of another Backend, so that they borrow every free
-// name; it returns their names and cancels them.
+// takeAllFree queues four fair waiters on b, behind a holder of another
+// Backend, so that they take the four lowest free names of their lease; it
+// returns their names and cancels them.
 func takeAllFree(t *testing.T, b *etcd.Backend, operator *clientv3.Client, l backend.Lease, dir, holderName string) []string {
 	t.Helper()
 	const n = 4
@@ -429,67 +433,40 @@ func (n *nameLog) created(t *testing.T, dir string) []string {
 	return out
 }
 
-// A claim's watch is reused by the next claim under the same name, and
-// the claim that inherits it (or, with a claim watch delay, starts its own
-// late) still learns of its loss - an operator's delete, or its lease's
-// revoke. Without a delay the first claim is watched from before it
-// exists, and exactly one watch serves every cycle, TryAcquires included.
-// With the default delay the first claim (a fresh name) is watched early
-// too, but it is released young, so its watch is cancelled and the later
-// short cycles run without one (how many watches they start depends on
-// the machine's speed; the registry's unit tests pin that policy down);
-// the last claim, held until its loss, is always reported.
-func TestWatchReusedAcrossAcquisitions(t *testing.T) {
-	for _, delay := range []time.Duration{0, etcd.DefaultClaimWatchDelay} {
-		for _, loss := range []string{"OperatorDelete", "LeaseRevoked"} {
-			t.Run(fmt.Sprintf("delay=%v/%s", delay, loss), func(t *testing.T) {
-				watchReused(t, delay, loss)
-			})
-		}
-	}
-}
+// Every claim that waits is watched from before it exists, and its watch
+// is cancelled when it is released; a TryAcquire that finds the key held
+// creates no claim and so no watch. After many cycles, the last claim still
+// learns of its loss promptly: an operator's delete or its lease's revoke.
+func TestEveryClaimWatched(t *testing.T) {
+	for _, loss := range []string{"OperatorDelete", "LeaseRevoked"} {
+		t.Run(loss, func(t *testing.T) {
+			prefix := uniquePrefix(t)
+			var wc watchCounter
+			b, cli := newBackendWith(t, shared, prefix, nil, wc.configure)
+			l := grant(t, b, 30*time.Second)
+			const cycles = 20
+			for i := range cycles {
+				tryHeldThenRelease(t, b, l, acquire(t, b, request("k", l, "cycle")), i)
+			}
+			require.EqualValues(t, cycles, wc.single.Load(), "watches created: one per claim, none per TryAcquire")
 
-func watchReused(t *testing.T, delay time.Duration, loss string) {
-	prefix := uniquePrefix(t)
-	var wc watchCounter
-	b, cli := newBackendWith(t, shared, prefix, []etcd.Option{etcd.WithClaimWatchDelay(delay)}, wc.configure)
-	l := grant(t, b, 30*time.Second)
-	for i := range 20 {
-		tryHeldThenRelease(t, b, l, acquire(t, b, request("k", l, "cycle")), i)
-	}
-	// One watch per name in use at once: the holder's, and the
-	// TryAcquire's name never had a claim, so never a watch.
-	n := wc.single.Load()
-	if delay == 0 && n != 1 {
-		t.Fatalf("%d watches created over 20 cycles, want 1 reused by every claim", n)
-	}
-	if n < 1 {
-		t.Fatal("the first claim, under a fresh name, was not watched early")
-	}
-
-	lost := newLostSignal()
-	r := request("k", l, "last")
-	r.OnLost = backend.LossFunc(lost.onLost)
-	c := acquire(t, b, r)
-	at := time.Now()
-	switch loss {
-	case "OperatorDelete":
-		resp, err := cli.Delete(testCtx(t, waitBound), b.ClaimKey(c))
-		if err != nil || resp.Deleted != 1 {
-			t.Fatalf("delete %s: %v (%d deleted)", b.ClaimKey(c), err, resp.Deleted)
-		}
-	case "LeaseRevoked":
-		if err := b.Revoke(testCtx(t, waitBound), l.ID); err != nil {
-			t.Fatal(err)
-		}
-	}
-	took := lost.await(t, lossBound, at)
-	t.Logf("OnLost %v after the loss (%d watches created before it)", took, n)
-	if !errors.Is(lost.cause, backend.ErrLeaseExpired) {
-		t.Errorf("OnLost cause %v, want ErrLeaseExpired", lost.cause)
-	}
-	if all := wc.single.Load(); delay == 0 && all != 1 {
-		t.Errorf("%d watches created in all, want the one reused", all)
+			lost := newLostSignal()
+			r := request("k", l, "last")
+			r.OnLost = backend.LossFunc(lost.onLost)
+			c := acquire(t, b, r)
+			at := time.Now()
+			switch loss {
+			case "OperatorDelete":
+				resp, err := cli.Delete(testCtx(t, waitBound), b.ClaimKey(c))
+				require.NoError(t, err)
+				require.EqualValues(t, 1, resp.Deleted)
+			case "LeaseRevoked":
+				require.NoError(t, b.Revoke(testCtx(t, waitBound), l.ID))
+			}
+			took := lost.await(t, lossBound, at)
+			t.Logf("OnLost %v after the loss", took)
+			assert.ErrorIs(t, lost.cause, backend.ErrLeaseExpired)
+		})
 	}
 }
 
