@@ -65,9 +65,6 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 	if req.Stamp != nil {
 		a.stampKey = b.layout.stamp(req.Key)
 	}
-	if req.Wait {
-		b.reg.watchEarly(a.e)
-	}
 	c, err := a.run(ctx)
 	if err == nil && !b.reg.promote(a.e) {
 		err = a.lostError()
@@ -163,9 +160,7 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 		}
 		return a.found(ctx, resp, now)
 	}
-	if err := a.setToken(resp.Header.Revision); err != nil {
-		return err
-	}
+	a.setToken(resp.Header.Revision)
 	kvs := resp.Responses[0].GetResponseRange().GetKvs()
 	if len(kvs) == 0 {
 		a.acquiredAt = now
@@ -199,9 +194,7 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 			return rpcError(ctx, "acquire", err)
 		}
 		if resp.Succeeded {
-			if err := a.setToken(resp.Header.Revision); err != nil {
-				return err
-			}
+			a.setToken(resp.Header.Revision)
 			a.acquiredAt = now
 			a.keepStamp(resp)
 			return nil
@@ -242,9 +235,7 @@ func (a *acquisition) found(ctx context.Context, resp *clientv3.TxnResponse, now
 		return fmt.Errorf("%w: etcd acquire %q: claim %s is bound to another lease",
 			backend.ErrUnavailable, a.req.Key, a.e.key)
 	}
-	if err := a.setToken(own[0].CreateRevision); err != nil {
-		return err
-	}
+	a.setToken(own[0].CreateRevision)
 	if head := rangeKvs(resp, 1); len(head) > 0 && head[0].CreateRevision == a.token {
 		a.acquiredAt = recordedAt(own[0].Value, now)
 		a.keepStamp(resp)
@@ -408,14 +399,10 @@ func (a *acquisition) keepStamp(resp *clientv3.TxnResponse) {
 	}
 }
 
-// setToken records the claim's create revision, failing if the claim's
-// watch has already seen the claim go.
-func (a *acquisition) setToken(token int64) error {
+// setToken records the claim's create revision.
+func (a *acquisition) setToken(token int64) {
 	a.token = token
-	if !a.b.reg.setToken(a.e, token) {
-		return a.lostError()
-	}
-	return nil
+	a.b.reg.setToken(a.e, token)
 }
 
 // recordedAt returns the acquired-at stored in a claim value, or def if the

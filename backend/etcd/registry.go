@@ -3,6 +3,7 @@ package etcd
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/ash-lock/ashlock/backend"
 )
@@ -25,23 +26,31 @@ import (
 // revision: a later claim under a name has a higher create revision, so a
 // late Release aimed at an earlier one never matches it.
 //
-// Loss. Each entry's watch waits for the first delete of its key at or
-// after T+1, where T is the claim's create revision; the first such delete
-// is this claim's, since a later claim under the name needs this one gone
-// first. For a request that waits, the watch is started before the claim
-// is created (watchEarly) and normally reaches etcd first, so it covers the
-// claim's whole life; otherwise a read settles the deletes between the
-// claim's creation and the watch's start (watchcheck.go). That delete, or a
-// read finding the claim gone, closes lost (a waiting Acquire stops) and,
-// once the claim has been handed out, calls OnLost. Release and a failed
-// Acquire end the entry and stop its watch before they delete the claim,
-// so their own delete is never reported.
+// Loss. Each entry is watched for the first delete of its key at or after
+// T+1, where T is the claim's create revision; the first such delete is
+// this claim's, since a later claim under the name needs this one gone
+// first. The watch starts once the claim has existed for watchDelay: most
+// locks are held for less, and a claim released before then never costs a
+// watch (a create, and a cancel at the release). A watch started late is
+// created at etcd's current revision, and a read of the key settles the
+// deletes since the claim's creation (watchcheck.go), so a loss in the
+// claim's first moments is reported when the watch starts, at most
+// watchDelay and a round trip after it happened. That delete, or a read
+// finding the claim gone, closes lost (a waiting Acquire stops) and, once
+// the claim has been handed out, calls OnLost. Release and a failed Acquire
+// end the entry, stopping its timer and watch, before they delete the
+// claim, so their own delete is never reported.
 type registry struct {
-	mux *mux
+	mux   *mux
+	delay time.Duration // watchDelay, but in tests
 
 	mu      sync.Mutex
 	entries map[string]*entry
 }
+
+// watchDelay is how long a claim goes without a watch of its own; it keeps
+// a loss reported well within the 100 ms that package ashlock promises.
+const watchDelay = 5 * time.Millisecond
 
 // entry is one claim being acquired, held or removed. It is the target of
 // the watch on its own key.
@@ -53,14 +62,15 @@ type entry struct {
 	lost   chan struct{} // closed when the claim is known to be gone
 
 	// Guarded by registry.mu.
-	token   int64 // create revision; 0 until known
+	token   int64       // create revision; 0 until known
+	timer   *time.Timer // starts the watch; nil until the token is known
 	watch   *keyWatch
 	holding bool // Acquire has handed the claim out
 	ended   bool // released or abandoned: its loss is no longer reported
 }
 
 func newRegistry(m *mux) *registry {
-	return &registry{mux: m, entries: make(map[string]*entry)}
+	return &registry{mux: m, delay: watchDelay, entries: make(map[string]*entry)}
 }
 
 // add registers a new claim in the queue directory dir under lease, named
@@ -89,43 +99,37 @@ func (e *entry) isLost() bool {
 	}
 }
 
-// watchEarly starts the watch on e's claim before the claim is created,
-// with its resume revision unknown (see mux.setFrom): sent ahead of the Txn
-// that creates the claim, it normally reaches etcd first and then covers
-// the claim's whole life without a read. Acquire calls it for requests that
-// wait, whose claim is nearly always created; a TryAcquire on a held key
-// would only pay a create and a cancel for nothing.
-func (r *registry) watchEarly(e *entry) {
-	w := &keyWatch{key: e.key, now: true, target: e}
+// setToken records the claim's create revision, from which its watch looks
+// for its delete, and arranges for the watch to start once the claim has
+// existed for the delay. Called once per entry, by its Acquire.
+func (r *registry) setToken(e *entry, token int64) {
 	r.mu.Lock()
-	e.watch = w
-	r.mu.Unlock()
-	r.mux.start(w)
+	defer r.mu.Unlock()
+	e.token = token
+	// The timer's goroutine only spawns the work, so that the Backend's
+	// Close waits for it.
+	e.timer = time.AfterFunc(r.delay, func() { r.mux.spawn(func() { r.mature(e) }) })
 }
 
-// setToken records the claim's create revision and has its watch look for
-// the claim's delete from the next revision on, starting the watch if
-// watchEarly did not. It reports false if the claim is already known to be
-// gone. Called at most once per entry, by its Acquire.
-func (r *registry) setToken(e *entry, token int64) bool {
+// mature starts e's watch unless e has ended meanwhile. The watch is made
+// live under r.mu (mux.begin takes only mux.mu, and the mux never calls
+// into the registry while holding it), so an end at the same moment either
+// comes first, and no watch starts, or finds the watch and stops it.
+func (r *registry) mature(e *entry) {
 	r.mu.Lock()
-	if e.isLost() {
+	if e.ended {
 		r.mu.Unlock()
-		return false
+		return
 	}
-	e.token = token
-	w, early := e.watch, e.watch != nil
-	if !early {
-		w = &keyWatch{key: e.key, from: token + 1, now: true, target: e}
+	w := &keyWatch{key: e.key, from: e.token + 1, now: true, target: e}
+	s, err := r.mux.begin(w)
+	if err == nil {
 		e.watch = w
-	}
+	} // else the mux stopped for good: as if etcd refused the watch
 	r.mu.Unlock()
-	if early {
-		r.mux.setFrom(w, token+1)
-	} else {
-		r.mux.start(w)
+	if s != nil {
+		r.mux.flush(s)
 	}
-	return !e.isLost()
 }
 
 // promote marks e as handed out to the caller, so that a later loss calls
@@ -141,11 +145,14 @@ func (r *registry) promote(e *entry) bool {
 	return true
 }
 
-// end stops reporting e's loss and stops its watch; the entry stays
-// registered, its name taken, until forget.
+// end stops reporting e's loss and stops its timer and watch; the entry
+// stays registered, its name taken, until forget.
 func (r *registry) end(e *entry) {
 	r.mu.Lock()
 	e.ended = true
+	if e.timer != nil {
+		e.timer.Stop()
+	}
 	w := e.watch
 	r.mu.Unlock()
 	if w != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -33,11 +34,9 @@ func TestRegistryReportsLoss(t *testing.T) {
 			tm := newTestMux(t)
 			r := newRegistry(tm.mux)
 			lost := make(lossRecorder, 2)
+			r.delay = 0
 			e := r.add("c/", 1, lost)
-			token := tm.e.put(claimKey)
-			if !r.setToken(e, token) {
-				t.Fatal("setToken reported a loss")
-			}
+			r.setToken(e, tm.e.put(claimKey))
 			if promoted && !r.promote(e) {
 				t.Fatal("promote failed")
 			}
@@ -82,6 +81,7 @@ func TestRegistryLossBeforeTheWatch(t *testing.T) {
 			tm := newTestMux(t)
 			tm.e.setLagging(lagging)
 			r := newRegistry(tm.mux)
+			r.delay = 0
 			gone, kept := make(lossRecorder, 1), make(lossRecorder, 1)
 			eg := r.add("gone/", 1, gone)
 			ek := r.add("kept/", 1, kept)
@@ -90,16 +90,16 @@ func TestRegistryLossBeforeTheWatch(t *testing.T) {
 			tm.e.del(eg.key) // before either watch exists
 			// The loss may be found before the claim is handed out (then
 			// Acquire fails) or after (then OnLost is called).
-			if r.setToken(eg, tg) && r.promote(eg) {
+			r.setToken(eg, tg)
+			if r.promote(eg) {
 				if cause := recv(t, gone, "OnLost of the claim deleted in the gap"); !errors.Is(cause, backend.ErrLeaseExpired) {
 					t.Fatalf("OnLost cause %v, want ErrLeaseExpired", cause)
 				}
 			} else {
 				recv(t, eg.lost, "lost, for the claim deleted in the gap")
 			}
-			if !r.setToken(ek, tk) || !r.promote(ek) {
-				t.Fatal("the claim still there counted as lost")
-			}
+			r.setToken(ek, tk)
+			require.True(t, r.promote(ek), "the claim still there counted as lost")
 			// An OnLost for kept before its delete would name an earlier
 			// revision, and would be the only one.
 			del := tm.e.del(ek.key)
@@ -132,154 +132,38 @@ func barrier(t *testing.T, tm *testMux) {
 	recv(t, r.deleted, "barrier")
 }
 
-// A waiting Acquire's watch starts before its claim exists, so that it
-// normally covers the claim's whole life without a read; until the claim's
-// create revision is known, the deletes it sees are only remembered.
-func TestRegistryEarlyWatch(t *testing.T) {
-	type setup struct {
-		tm    *testMux
-		r     *registry
-		e     *entry
-		lost  lossRecorder
-		token int64
-	}
-	early := func(t *testing.T) *setup {
+// A claim is watched only once it has existed for the registry's delay: one
+// released before then never costs a watch, and one that lives longer is
+// watched from etcd's current revision, with a read covering its past.
+func TestRegistryWatchStartsLate(t *testing.T) {
+	t.Run("ReleasedYoung", func(t *testing.T) {
 		tm := newTestMux(t)
 		r := newRegistry(tm.mux)
-		lost := make(lossRecorder, 2)
+		r.delay = time.Hour
+		e := r.add("c/", 1, make(lossRecorder, 1))
+		r.setToken(e, tm.e.put(claimKey))
+		require.True(t, r.promote(e))
+		r.end(e)
+		assert.False(t, e.timer.Stop(), "the timer still ran after end")
+		r.mature(e) // a timer that fired as end stopped it
+		barrier(t, tm)
+		for _, cr := range tm.e.creates(0) {
+			assert.NotEqual(t, claimKey, string(cr.Key), "a watch created for a claim released young")
+		}
+	})
+	t.Run("Mature", func(t *testing.T) {
+		tm := newTestMux(t)
+		r := newRegistry(tm.mux)
+		lost := make(lossRecorder, 1)
 		e := r.add("c/", 1, lost)
-		r.watchEarly(e)
-		return &setup{tm: tm, r: r, e: e, lost: lost}
-	}
-	// create makes the claim, tells the registry and hands it out; it
-	// reports whether the claim was still there as far as it knew.
-	create := func(x *setup) bool {
-		x.token = x.tm.e.put(claimKey)
-		return x.r.setToken(x.e, x.token) && x.r.promote(x.e)
-	}
-	// wantHeld checks that the claim is not reported lost until it is
-	// deleted, and is then.
-	wantHeld := func(t *testing.T, x *setup) {
-		t.Helper()
-		barrier(t, x.tm)
-		none(t, x.lost, "OnLost while the claim is there")
-		lostOnDelete(t, x.tm, claimKey, x.lost)
-	}
-
-	t.Run("EarlierIncarnationDeleted", func(t *testing.T) {
-		x := early(t)
-		x.tm.e.put(claimKey) // a name's earlier claim, deleted after our watch started
-		barrier(t, x.tm)
-		x.tm.e.del(claimKey)
-		barrier(t, x.tm)
-		if !create(x) {
-			t.Fatal("the claim counted as lost by the delete of an earlier one")
-		}
-		wantHeld(t, x)
-	})
-	t.Run("DeletedBeforeTheTokenIsKnown", func(t *testing.T) {
-		x := early(t)
-		barrier(t, x.tm)
-		token := x.tm.e.put(claimKey)
-		x.tm.e.del(claimKey)
-		barrier(t, x.tm)
-		if x.r.setToken(x.e, token) {
-			t.Fatal("setToken of a claim already seen deleted reported it there")
-		}
-		recv(t, x.e.lost, "lost")
-		if x.r.promote(x.e) {
-			t.Fatal("promote succeeded")
-		}
-	})
-	t.Run("CoversTheClaimWithoutARead", func(t *testing.T) {
-		x := early(t)
-		barrier(t, x.tm)
-		reads := x.tm.e.readCount()
-		if !create(x) {
-			t.Fatal("claim lost")
-		}
-		wantHeld(t, x)
-		if n := x.tm.e.readCount(); n != reads {
-			t.Fatalf("%d reads for a watch that was there before its claim, want none", n-reads)
-		}
-	})
-	for _, ackFirst := range []bool{true, false} {
-		name := "TokenKnownFirst"
-		if ackFirst {
-			name = "WatchConfirmedFirst"
-		}
-		t.Run("LostTheRace/"+name, func(t *testing.T) {
-			tm := newTestMux(t)
-			r := newRegistry(tm.mux)
-			barrier(t, tm) // the stream is up
-			for _, gone := range []bool{false, true} {
-				lost := make(lossRecorder, 2)
-				e := r.add(fmt.Sprint("c-", gone, "/"), 1, lost)
-				key := e.key
-				token := tm.e.put(key) // created before the watch reaches etcd
-				if gone {
-					tm.e.del(key)
-				} else {
-					tm.e.put("other")
-				}
-				if !ackFirst {
-					tm.e.hold()
-				}
-				r.watchEarly(e)
-				if ackFirst {
-					barrier(t, tm)
-				}
-				r.setToken(e, token)
-				r.promote(e)
-				tm.e.release()
-				if gone {
-					recv(t, e.lost, "lost, by the read of the gap")
-					continue
-				}
-				barrier(t, tm)
-				none(t, lost, "OnLost of a claim still there")
-				tm.e.del(key)
-				recv(t, lost, "OnLost after the delete")
-			}
-		})
-	}
-	t.Run("StreamBrokenBeforeTheToken", func(t *testing.T) {
-		for _, compacted := range []bool{false, true} {
-			x := early(t)
-			barrier(t, x.tm)
-			x.tm.e.setOpenErr(errors.New("fake: down"))
-			x.tm.e.breakStream()
-			x.token = x.tm.e.put(claimKey)
-			if compacted {
-				x.tm.e.compactNow()
-			}
-			x.tm.e.setOpenErr(nil)
-			x.tm.e.waitFor(t, func() bool { return len(x.tm.e.streams) == 2 }, "the stream again")
-			// Created again where the first stream had confirmed it; if
-			// that was compacted away, then at etcd's current revision.
-			want := 1
-			if compacted {
-				want = 2
-			}
-			var starts []int64
-			x.tm.e.waitFor(t, func() bool {
-				starts = starts[:0]
-				for _, cr := range x.tm.e.createsLocked(1) {
-					if string(cr.Key) == claimKey {
-						starts = append(starts, cr.StartRevision)
-					}
-				}
-				return len(starts) >= want
-			}, "the claim's watch on the new stream")
-			if len(starts) != want || starts[0] == 0 || (compacted && starts[1] != 0) {
-				t.Fatalf("compacted=%v: re-created with start revisions %v", compacted, starts)
-			}
-			barrier(t, x.tm)
-			if !x.r.setToken(x.e, x.token) || !x.r.promote(x.e) {
-				t.Fatal("claim lost")
-			}
-			wantHeld(t, x)
-		}
+		r.delay = 0
+		r.setToken(e, tm.e.put(claimKey))
+		require.True(t, r.promote(e))
+		tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 1 }, "the claim's watch")
+		assert.Zero(t, tm.e.creates(0)[0].StartRevision, "created at etcd's current revision")
+		barrier(t, tm)
+		none(t, lost, "OnLost while the claim is there")
+		lostOnDelete(t, tm, claimKey, lost)
 	})
 }
 
@@ -299,8 +183,9 @@ func TestRegistryNames(t *testing.T) {
 	r.forget(second)
 	assert.Equal(t, "c/1-1", r.add("c/", 1, nil).key, "a forgotten name is used again")
 
+	r.delay = 0
 	token := tm.e.put(claimKey)
-	require.True(t, r.setToken(e, token))
+	r.setToken(e, token)
 	require.True(t, r.promote(e))
 	tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 1 }, "the claim's watch")
 	assert.Nil(t, r.held(claimKey, token-1), "held with another token")

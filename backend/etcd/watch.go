@@ -82,18 +82,11 @@ type keyWatch struct {
 	target watchTarget
 
 	// Guarded by mux.mu.
-	from  int64 // resume revision: the delete sought is at >= from; 0: not known yet
+	from  int64 // resume revision: the delete sought is at >= from
 	now   bool  // the next create starts at etcd's current revision (see watchcheck.go)
 	state watchState
 	s     *wstream // the stream it is created on; nil if none
 	id    int64    // its ID on s
-
-	// While from is not known (a watch started before its key's
-	// incarnation exists, see setFrom): the revision from which the
-	// watch, as created on s, delivers every delete (0: not confirmed
-	// yet), and the highest delete it delivered.
-	covered int64
-	maxDel  int64
 }
 
 type watchState uint8
@@ -184,8 +177,7 @@ func newMuxWith(ctx context.Context, open func(context.Context) (watchStream, er
 }
 
 // start begins watching w.key for the delete of the incarnation that
-// exists at revision w.from-1 (w.from 0: told later, see setFrom) and
-// reports to w.target. It does not wait for etcd: the create is sent at
+// exists at revision w.from-1 and reports to w.target. It does not wait for etcd: the create is sent at
 // once if the stream is up, else as soon as it is. If the mux has stopped
 // for good, the target's watchFailed is called before start returns. A
 // keyWatch is started at most once.
@@ -204,7 +196,7 @@ func (m *mux) start(w *keyWatch) {
 // live and queues its create, and returns the stream the caller must
 // flush (nil if no stream is up: the next one creates w), or, if the mux
 // has stopped for good, the error the target would hear. It takes only
-// m.mu, so a caller may hold its own lock around it (see startLate).
+// m.mu, so a caller may hold its own lock around it (see registry.mature).
 func (m *mux) begin(w *keyWatch) (*wstream, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -246,52 +238,11 @@ func (m *mux) stop(w *keyWatch) {
 	}
 }
 
-// setFrom tells a watch started with from 0 which incarnation it is for:
-// the one created at revision from-1. Such a watch is started before its
-// key's incarnation exists, so that it reaches etcd before the incarnation
-// is created: then it covers the incarnation's whole life and needs no read
-// to close a gap (see watchcheck.go). Meanwhile the deletes it delivers
-// are only remembered (the highest), since they may be of an earlier
-// incarnation; if the highest is at or above from, the target hears of it
-// now. If the watch was created at a revision above from-1 after all, the
-// gap is settled by a read. setFrom is called once, by the goroutine that
-// started w, and must not be called by a target.
-func (m *mux) setFrom(w *keyWatch, from int64) {
-	m.mu.Lock()
-	if w.state == watchDone || w.from != 0 {
-		m.mu.Unlock()
-		return
-	}
-	w.from = from
-	s := w.s
-	var ns []notice
-	switch {
-	case w.maxDel >= from:
-		ns = append(ns, m.finishLocked(w, w.maxDel, nil))
-	case s != nil && w.covered > from:
-		m.gaps = append(m.gaps, gapCheck{w: w, at: w.covered - 1})
-		m.startChecksLocked()
-	}
-	// Otherwise it is confirmed at or below from-1 (no gap), or not yet:
-	// its created answer sees from and decides; or it is not created on a
-	// stream, and will be from `from`.
-	m.mu.Unlock()
-	deliver(ns)
-	if s != nil && len(ns) > 0 {
-		m.flush(s) // the cancel
-	}
-}
-
 // createLocked queues the create of w on s under a fresh ID.
 func (m *mux) createLocked(s *wstream, w *keyWatch) {
 	m.nextID++ // IDs start at 1: etcd reads 0 as "pick one for me"
 	w.s, w.id = s, m.nextID
 	start := w.from
-	if start == 0 {
-		// from unknown: resume where the watch was confirmed to cover
-		// everything, else (0) at etcd's current revision.
-		start = w.covered
-	}
 	if w.now {
 		start, w.now = 0, false
 	}

@@ -17,23 +17,15 @@ import (
 )
 
 // startWatch starts a watch of key from from on tm and waits until the
-// mux has etcd's confirmation.
+// mux has etcd's answer.
 func startWatch(t *testing.T, tm *testMux, key string, from int64) (*keyWatch, *recTarget) {
 	t.Helper()
 	r := newRecTarget()
 	w := &keyWatch{key: key, from: from, target: r}
 	tm.start(w)
 	barrier(t, tm)
-	require.Equal(t, from, covered(tm, w), "watch of %s confirmed from", key)
+	none(t, r.failed, "watch of "+key)
 	return w, r
-}
-
-// covered is the revision from which w, as etcd confirmed it, delivers
-// every delete; 0 while unconfirmed.
-func covered(tm *testMux, w *keyWatch) int64 {
-	tm.mux.mu.Lock()
-	defer tm.mux.mu.Unlock()
-	return w.covered
 }
 
 // Every watch is a single-key, delete-only watch with an ID of its own on
@@ -75,20 +67,20 @@ func TestMuxDispatchesByID(t *testing.T) {
 	tm.e.waitFor(t, func() bool { return slices.Contains(tm.e.cancelsLocked(0), bID) }, "the cancel of b's watch")
 }
 
-// A watch started "now" reports the revision etcd's answer carries; one
-// started from a revision reports that revision.
-func TestMuxReportsCoverage(t *testing.T) {
+// A watch started "now" is created at etcd's current revision, and the
+// deletes between its resume revision and that one are settled by a read;
+// one started at its resume revision needs none.
+func TestMuxStartsNow(t *testing.T) {
 	tm := newTestMux(t)
 	k := tm.e.put("k")
-	cur := tm.e.put("other")
+	tm.e.put("other")
+	startWatch(t, tm, "k", k+1)
+	assert.Zero(t, tm.e.readCount(), "reads for a watch from its resume revision")
 	w := &keyWatch{key: "k", from: k + 1, now: true, target: newRecTarget()}
 	tm.start(w)
-	tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 1 }, "the create")
-	barrier(t, tm)
-	assert.Equal(t, cur+1, covered(tm, w), "start-now watch covers from etcd's revision + 1")
-	if cr := tm.e.creates(0)[0]; cr.StartRevision != 0 {
-		t.Fatalf("start-now watch sent StartRevision %d, want 0", cr.StartRevision)
-	}
+	tm.e.waitFor(t, func() bool { return tm.e.reads == 1 }, "the read of the gap")
+	creates := tm.e.creates(0)
+	assert.Zero(t, creates[len(creates)-1].StartRevision, "the start-now watch's StartRevision")
 }
 
 // etcd answers a refused create with ID -1; the mux pairs answers with
@@ -104,14 +96,13 @@ func TestMuxRefusedCreate(t *testing.T) {
 	tm.e.hold() // answer the three creates together
 	rb, r2 := newRecTarget(), newRecTarget()
 	tm.start(&keyWatch{key: "bad", from: rev + 1, target: rb})
-	w2 := &keyWatch{key: "good2", from: rev + 5, target: r2}
-	tm.start(w2)
+	tm.start(&keyWatch{key: "good2", from: rev + 5, target: r2})
 	tm.e.release()
 	if err := recv(t, rb.failed, "refused watch"); !errors.Is(err, backend.ErrUnavailable) {
 		t.Fatalf("refused watch failed with %v, want ErrUnavailable", err)
 	}
 	barrier(t, tm)
-	require.Equal(t, rev+5, covered(tm, w2), "good2 confirmed from: answers paired with the wrong creates?")
+	none(t, r2.failed, "good2: answers paired with the wrong creates")
 	none(t, r1.failed, "good1")
 
 	// An expired token: a new stream, and every live watch on it again.

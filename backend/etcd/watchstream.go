@@ -175,15 +175,11 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 			// delete above it is delivered.
 			covered = r.Header.GetRevision() + 1
 		}
-		// A watch started before its incarnation exists needs it in
-		// setFrom.
-		w.covered = covered
-		if w.from != 0 && covered > w.from {
+		if covered > w.from {
 			// A read settles the deletes from w.from on (watchcheck.go).
 			m.gaps = append(m.gaps, gapCheck{w: w, at: covered - 1})
 			m.startChecksLocked()
 		}
-		// Otherwise (from 0) setFrom decides.
 		return nil, false, false
 
 	case r.CompactRevision != 0:
@@ -193,13 +189,6 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 			return nil, false, false
 		}
 		m.cancelLocked(w) // lets etcd forget the ID as well
-		if w.from == 0 {
-			// Nothing to read against yet: start again at etcd's
-			// current revision; setFrom settles the gap with a read.
-			w.covered, w.now = 0, true
-			m.createLocked(s, w)
-			return nil, true, false
-		}
 		w.state = watchChecking
 		m.compacted = append(m.compacted, w)
 		m.startChecksLocked()
@@ -230,10 +219,6 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 			continue
 		}
 		rev := ev.Kv.ModRevision
-		if w.from == 0 {
-			w.maxDel = max(w.maxDel, rev) // setFrom decides
-			continue
-		}
 		if rev >= w.from {
 			return []notice{m.finishLocked(w, rev, nil)}, true, false
 		}

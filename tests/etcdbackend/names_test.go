@@ -433,10 +433,11 @@ func (n *nameLog) created(t *testing.T, dir string) []string {
 	return out
 }
 
-// Every claim that waits is watched from before it exists, and its watch
-// is cancelled when it is released; a TryAcquire that finds the key held
-// creates no claim and so no watch. After many cycles, the last claim still
-// learns of its loss promptly: an operator's delete or its lease's revoke.
+// Every claim held past the claim watch delay gets a watch of its own, and
+// a TryAcquire that finds the key held creates no claim and so no watch.
+// After many cycles the last claim still learns of its loss promptly, also
+// when the loss comes before its watch starts: an operator's delete right
+// after the Acquire, or its lease's revoke.
 func TestEveryClaimWatched(t *testing.T) {
 	for _, loss := range []string{"OperatorDelete", "LeaseRevoked"} {
 		t.Run(loss, func(t *testing.T) {
@@ -444,9 +445,12 @@ func TestEveryClaimWatched(t *testing.T) {
 			var wc watchCounter
 			b, cli := newBackendWith(t, shared, prefix, nil, wc.configure)
 			l := grant(t, b, 30*time.Second)
-			const cycles = 20
+			const cycles = 5
 			for i := range cycles {
-				tryHeldThenRelease(t, b, l, acquire(t, b, request("k", l, "cycle")), i)
+				c := acquire(t, b, request("k", l, "cycle"))
+				require.Eventually(t, func() bool { return wc.single.Load() == int64(i+1) }, waitBound, time.Millisecond,
+					"cycle %d: the claim's watch", i)
+				tryHeldThenRelease(t, b, l, c, i)
 			}
 			require.EqualValues(t, cycles, wc.single.Load(), "watches created: one per claim, none per TryAcquire")
 
