@@ -161,9 +161,9 @@ func (b *LockBuilder) Do(ctx context.Context, fn func(ctx context.Context, token
 	}
 	fnCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	g.setOnEnd(cancel)
+	g.s.setOnEnd(cancel)
 	ferr := fn(fnCtx, token)
-	g.clearOnEnd()
+	g.s.clearOnEnd()
 	if ferr != nil {
 		return ferr
 	}
@@ -212,12 +212,12 @@ func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*Guard, error) {
 // acquireOnce makes one attempt with one lease. timed says whether a
 // metrics SDK records durations, as decided once per Acquire.
 func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseKey, wait, timed bool) (*Guard, error) {
-	g := &Guard{client: c}
-	l, err := c.wd.join(ctx, key, g)
+	s := &guardState{client: c}
+	l, err := c.wd.join(ctx, key, s)
 	if err != nil {
 		return nil, withCtx(ctx, err)
 	}
-	g.lease = l
+	s.lease = l
 
 	req := backend.AcquireRequest{
 		Key:    b.key,
@@ -227,7 +227,7 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 		Wait:   wait,
 		Fair:   b.fair,
 		Stamp:  c.stampFn,
-		OnLost: (*lossListener)(g),
+		OnLost: (*lossListener)(s),
 	}
 	actx := ctx
 	if wait && !c.local {
@@ -239,46 +239,46 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 		var cancel context.CancelCauseFunc
 		actx, cancel = context.WithCancelCause(ctx)
 		defer cancel(nil)
-		g.setOnEnd(cancel)
-		defer g.clearOnEnd()
+		s.setOnEnd(cancel)
+		defer s.clearOnEnd()
 	}
 	claim, err := c.be.Acquire(actx, req)
 	if err != nil {
-		c.wd.leave(l, g)
-		g.end(ErrUnlocked)
+		c.wd.leave(l, s)
+		s.end(ErrUnlocked)
 		return nil, c.acquireError(ctx, l, err)
 	}
 
-	g.mu.Lock()
-	g.claim, g.hasStamp = claim, req.Stamp != nil
+	s.mu.Lock()
+	s.claim, s.hasStamp = claim, req.Stamp != nil
 	if timed {
-		g.acquired, g.timed = c.wd.now(), true
+		s.acquired, s.timed = c.wd.now(), true
 	}
-	// Decided under g.mu, which end takes too: either g is counted as held
-	// here and whoever ends it later (poisoning, Unlock, Close) uncounts
-	// it, or it ended first and is never counted.
-	// g.err is set if the lease was poisoned (or the client closed) since
-	// g joined it. A deadline that has passed without the scheduler having
+	// Decided under s.mu, which end takes too: either s is counted as held
+	// here and whoever ends it later (poisoning, Unlock, Close, the drop
+	// cleanup) uncounts it, or it ended first and is never counted.
+	// s.err is set if the lease was poisoned (or the client closed) since
+	// s joined it. A deadline that has passed without the scheduler having
 	// run yet is not checked here: FencingToken and Claim check it on every
 	// use, so such a guard can never hand out its token, and the scheduler
-	// ends it in a moment. Sparing the clock read matters on this path.
-	ok := g.err == nil
+	// ends it in a moment.
+	ok := s.err == nil
 	if ok {
-		g.counted = true
+		s.counted = true
 		c.metrics.held(1)
 	}
-	g.mu.Unlock()
+	s.mu.Unlock()
 	if !ok {
 		// The lease was lost (or the client closed) while the backend was
-		// granting the claim: g has ended already, uncounted and
+		// granting the claim: s has ended already, uncounted and
 		// unreported. Take the claim back and report the loss.
-		_ = c.release(ctx, g)
+		_ = c.release(ctx, s)
 		if c.closed.Load() {
 			return nil, ErrClosed
 		}
 		return nil, fmt.Errorf("%w: lease lost while acquiring %q", ErrLeaseExpired, b.key)
 	}
-	return g, nil
+	return newGuard(s), nil
 }
 
 // acquireError turns a failed backend Acquire into the caller's error.

@@ -26,7 +26,7 @@ func TestDeadlineRefusesBeforeTheSchedulerRuns(t *testing.T) {
 	// Move the deadline into the past without waking the scheduler, whose
 	// next tick is a renewal interval away.
 	c.wd.mu.Lock()
-	g.lease.deadline.Store(c.wd.now() - 1)
+	g.s.lease.deadline.Store(c.wd.now() - 1)
 	c.wd.mu.Unlock()
 
 	if _, err := g.FencingToken(); !errors.Is(err, ErrLeaseExpired) {

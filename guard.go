@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -14,14 +15,28 @@ import (
 // its lease can no longer be trusted; after that it is ended for good and
 // FencingToken refuses to hand out its token.
 //
+// Keep the Guard reachable for as long as the lock is needed, typically
+// with defer g.Unlock(ctx). A Guard that becomes unreachable without Unlock
+// is released when the garbage collector finds it, with a warning logged
+// naming its key, and Go may collect a value right after its last use in
+// the code, before the end of the enclosing function: a guard used only at
+// the top of a critical section can be released before that section ends.
+// A channel taken from Done before then still closes when that happens.
+//
 // All methods are safe for concurrent use.
 type Guard struct {
-	// A Guard is allocated on every acquisition and cannot be pooled
-	// (callers keep it after Unlock), so its size is part of what a lock
-	// costs: the fields are laid out to fit the 176-byte size class (see
-	// TestGuardSize), with the key kept only in claim and the flags packed
-	// together.
+	s *guardState
+	// cleanup releases s if the Guard is collected without Unlock; Unlock
+	// stops it.
+	cleanup runtime.Cleanup
+}
 
+// guardState is a guard as the client sees it. Everything that refers to
+// a guard from the inside (its lease's guard list, the backend's
+// LossListener, wait and Do hooks, the watchdog) refers to the guardState,
+// never to the Guard, so that the Guard becomes unreachable as soon as its
+// user lets go of it and its cleanup can release the lock.
+type guardState struct {
 	client  *LockClient
 	lease   *lease
 	inLease guardLinks // place in lease.guards; guarded by watchdog.mu
@@ -48,8 +63,32 @@ type Guard struct {
 // closedChan is returned by Done for guards that ended before anyone asked.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
+// newGuard hands s out as a Guard that releases s if it is dropped.
+func newGuard(s *guardState) *Guard {
+	g := &Guard{s: s}
+	g.cleanup = runtime.AddCleanup(g, dropped, s)
+	return g
+}
+
+// dropped releases s, whose Guard was collected. It runs on the runtime's
+// cleanup goroutine, so it must not block: a remote release runs on a
+// goroutine of the client's.
+func dropped(s *guardState) {
+	if !s.end(ErrUnlocked) {
+		return // unlocked, closed or poisoned already
+	}
+	c := s.client
+	c.log.Warn("ashlock: guard dropped without Unlock; releasing", "key", s.claim.Key, "token", s.claim.Token)
+	s.recordHold()
+	if c.local {
+		_ = c.release(context.Background(), s)
+		return
+	}
+	c.goRelease(s)
+}
+
 // Key returns the key the guard holds (or held).
-func (g *Guard) Key() string { return g.claim.Key }
+func (g *Guard) Key() string { return g.s.claim.Key }
 
 // FencingToken returns the guard's fencing token: strictly greater than
 // the token of every earlier holder of the key. Attach it to every write to
@@ -61,135 +100,53 @@ func (g *Guard) Key() string { return g.claim.Key }
 // further writes. The check includes the local deadline itself, so it holds
 // even in the instant before the watchdog has run.
 func (g *Guard) FencingToken() (uint64, error) {
-	c, err := g.Claim()
+	c, err := g.s.check()
 	return c.Token, err
 }
 
 // Stamp returns the hybrid-logical-clock stamp of the acquisition. The
 // boolean is false when LockConfig.Stamps is off.
 func (g *Guard) Stamp() (Timestamp, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.claim.Stamp, g.hasStamp
+	s := g.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.claim.Stamp, s.hasStamp
 }
 
 // Deadline returns the end of the guard's local validity as it stands now:
 // the watchdog moves it forward with every acknowledged renewal. After the
 // guard has ended it returns the time it ended at the latest.
 func (g *Guard) Deadline() time.Time {
-	return g.client.wd.at(g.lease.deadline.Load())
+	s := g.s
+	return s.client.wd.at(s.lease.deadline.Load())
 }
 
 // Claim returns the backend's record of the claim, for backend-specific
 // helpers such as the etcd backend's IsOwner comparison. It fails like
 // FencingToken once the guard has ended.
-func (g *Guard) Claim() (backend.Claim, error) {
-	g.mu.Lock()
-	c, err := g.claim, g.err
-	g.mu.Unlock()
-	if err == nil && !g.client.wd.trusted(g.lease) {
-		// The deadline has passed but the scheduler has not run yet. Refuse
-		// now; the scheduler will end the guard in a moment.
-		err = ErrLeaseExpired
-	}
-	if err != nil {
-		return backend.Claim{}, err
-	}
-	return c, nil
-}
+func (g *Guard) Claim() (backend.Claim, error) { return g.s.check() }
 
 // Done returns a channel that is closed when the guard stops being valid:
 // poisoned (Err returns ErrLeaseExpired) or released (ErrUnlocked).
 func (g *Guard) Done() <-chan struct{} {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.done == nil {
-		if g.err != nil {
+	s := g.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done == nil {
+		if s.err != nil {
 			return closedChan
 		}
-		// Made lazily: most guards are never asked, and a channel is the
-		// biggest part of a guard's footprint.
-		g.done = make(chan struct{})
+		// Made lazily: most guards are never asked.
+		s.done = make(chan struct{})
 	}
-	return g.done
+	return s.done
 }
 
 // Err returns nil while the guard is valid, and ErrLeaseExpired or
 // ErrUnlocked (possibly wrapped with detail) once it has ended.
 func (g *Guard) Err() error {
-	_, err := g.Claim()
+	_, err := g.s.check()
 	return err
-}
-
-// end ends the guard with err unless it has already ended. It reports
-// whether this call ended it.
-func (g *Guard) end(err error) bool {
-	g.mu.Lock()
-	if g.err != nil {
-		g.mu.Unlock()
-		return false
-	}
-	g.err = err
-	if g.done != nil {
-		close(g.done)
-	}
-	hook := g.onEnd
-	g.onEnd = nil
-	counted := g.counted
-	g.counted = false
-	g.mu.Unlock()
-	if hook != nil {
-		hook(err)
-	}
-	if counted {
-		g.client.metrics.held(-1)
-		if !errors.Is(err, ErrUnlocked) {
-			// A held guard lost its lease; acquisitions that never handed
-			// their guard out are reported by Acquire instead. Its claim
-			// was written before it was counted, under mu: read-only now.
-			g.client.log.Warn("ashlock: guard poisoned", "key", g.claim.Key, "token", g.claim.Token, "cause", err)
-		}
-	}
-	return true
-}
-
-// setOnEnd arranges for f to run once, with the cause, when the guard ends
-// (at once if it already has), until clearOnEnd.
-func (g *Guard) setOnEnd(f func(error)) {
-	g.mu.Lock()
-	if err := g.err; err != nil {
-		g.mu.Unlock()
-		f(err)
-		return
-	}
-	g.onEnd = f
-	g.mu.Unlock()
-}
-
-func (g *Guard) clearOnEnd() {
-	g.mu.Lock()
-	g.onEnd = nil
-	g.mu.Unlock()
-}
-
-// lossListener is the guard seen as the backend's LossListener. It is a
-// distinct unexported type so that the method does not appear on Guard, and
-// converting *Guard to it allocates nothing.
-type lossListener Guard
-
-// ClaimLost implements backend.LossListener.
-func (l *lossListener) ClaimLost(cause error) { (*Guard)(l).lost(cause) }
-
-// lost is told by the backend that the store no longer has the claim.
-// The claim may have gone with its whole lease (revoked, expired), and a
-// backend reports each claim's loss on its own - on etcd one watch event
-// per claim, one after another - so lost also has the lease renewed at
-// once: if the store no longer has it, every guard on it is poisoned
-// together instead of each waiting for its own report.
-func (g *Guard) lost(cause error) {
-	if g.end(fmt.Errorf("%w: %w", ErrLeaseExpired, cause)) {
-		g.client.wd.leaveLost(g.lease, g)
-	}
 }
 
 // Unlock releases the lock. It blocks for at most one backend round trip,
@@ -209,18 +166,111 @@ func (g *Guard) lost(cause error) {
 // (every time) so the caller learns that the critical section was not
 // protected to the end.
 func (g *Guard) Unlock(ctx context.Context) error {
-	ended := g.end(ErrUnlocked)
-	if !ended {
+	s := g.s
+	if !s.end(ErrUnlocked) {
 		err := g.Err()
 		if errors.Is(err, ErrUnlocked) {
 			return nil
 		}
 		// Poisoned: the claim may outlive the local deadline on the store.
-		g.client.release(ctx, g)
+		g.cleanup.Stop()
+		s.client.release(ctx, s)
 		return err
 	}
-	if g.timed {
-		g.client.metrics.holdTime(time.Duration(g.client.wd.now() - g.acquired))
+	g.cleanup.Stop()
+	s.recordHold()
+	return s.client.release(ctx, s)
+}
+
+// check returns the claim, or why the guard no longer holds it.
+func (s *guardState) check() (backend.Claim, error) {
+	s.mu.Lock()
+	c, err := s.claim, s.err
+	s.mu.Unlock()
+	if err == nil && !s.client.wd.trusted(s.lease) {
+		// The deadline has passed but the scheduler has not run yet. Refuse
+		// now; the scheduler will end the guard in a moment.
+		err = ErrLeaseExpired
 	}
-	return g.client.release(ctx, g)
+	if err != nil {
+		return backend.Claim{}, err
+	}
+	return c, nil
+}
+
+// recordHold records the hold time of a guard that has just been released.
+func (s *guardState) recordHold() {
+	if s.timed {
+		s.client.metrics.holdTime(time.Duration(s.client.wd.now() - s.acquired))
+	}
+}
+
+// end ends the guard with err unless it has already ended. It reports
+// whether this call ended it.
+func (s *guardState) end(err error) bool {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return false
+	}
+	s.err = err
+	if s.done != nil {
+		close(s.done)
+	}
+	hook := s.onEnd
+	s.onEnd = nil
+	counted := s.counted
+	s.counted = false
+	s.mu.Unlock()
+	if hook != nil {
+		hook(err)
+	}
+	if counted {
+		s.client.metrics.held(-1)
+		if !errors.Is(err, ErrUnlocked) {
+			// A held guard lost its lease; acquisitions that never handed
+			// their guard out are reported by Acquire instead. Its claim
+			// was written before it was counted, under mu: read-only now.
+			s.client.log.Warn("ashlock: guard poisoned", "key", s.claim.Key, "token", s.claim.Token, "cause", err)
+		}
+	}
+	return true
+}
+
+// setOnEnd arranges for f to run once, with the cause, when the guard ends
+// (at once if it already has), until clearOnEnd.
+func (s *guardState) setOnEnd(f func(error)) {
+	s.mu.Lock()
+	if err := s.err; err != nil {
+		s.mu.Unlock()
+		f(err)
+		return
+	}
+	s.onEnd = f
+	s.mu.Unlock()
+}
+
+func (s *guardState) clearOnEnd() {
+	s.mu.Lock()
+	s.onEnd = nil
+	s.mu.Unlock()
+}
+
+// lossListener is the guard seen as the backend's LossListener. It is a
+// distinct unexported type so that converting to it allocates nothing.
+type lossListener guardState
+
+// ClaimLost implements backend.LossListener.
+func (l *lossListener) ClaimLost(cause error) { (*guardState)(l).lost(cause) }
+
+// lost is told by the backend that the store no longer has the claim.
+// The claim may have gone with its whole lease (revoked, expired), and a
+// backend reports each claim's loss on its own - on etcd one watch event
+// per claim, one after another - so lost also has the lease renewed at
+// once: if the store no longer has it, every guard on it is poisoned
+// together instead of each waiting for its own report.
+func (s *guardState) lost(cause error) {
+	if s.end(fmt.Errorf("%w: %w", ErrLeaseExpired, cause)) {
+		s.client.wd.leaveLost(s.lease, s)
+	}
 }

@@ -1,25 +1,25 @@
 package ashlock
 
 // guardList is the set of guards registered with one lease, threaded
-// through the guards themselves (Guard.inLease) so that joining and leaving
+// through the guards themselves (guardState.inLease) so that joining and leaving
 // a lease costs two pointer writes and no allocation or hashing: this sits
 // on every Acquire and Unlock. The zero value is empty. It is guarded by
 // watchdog.mu, like the rest of the lease's mutable state.
 type guardList struct {
-	head *Guard
+	head *guardState
 	n    int
 }
 
 // guardLinks are a guard's pointers in its lease's guardList. Whether the
-// guard is in a list at all is Guard.listed (kept apart to pack the Guard's
+// guard is in a list at all is guardState.listed (kept apart to pack the guard's
 // flags together), so that a second remove is a no-op.
 type guardLinks struct {
-	prev, next *Guard
+	prev, next *guardState
 }
 
 func (l *guardList) len() int { return l.n }
 
-func (l *guardList) push(g *Guard) {
+func (l *guardList) push(g *guardState) {
 	if g.listed {
 		return
 	}
@@ -31,7 +31,7 @@ func (l *guardList) push(g *Guard) {
 	l.n++
 }
 
-func (l *guardList) remove(g *Guard) {
+func (l *guardList) remove(g *guardState) {
 	if !g.listed {
 		return
 	}
@@ -49,8 +49,8 @@ func (l *guardList) remove(g *Guard) {
 }
 
 // drain empties the list and returns its guards.
-func (l *guardList) drain() []*Guard {
-	out := make([]*Guard, 0, l.n)
+func (l *guardList) drain() []*guardState {
+	out := make([]*guardState, 0, l.n)
 	for g := l.head; g != nil; {
 		next := g.inLease.next
 		g.inLease, g.listed = guardLinks{}, false

@@ -14,8 +14,8 @@ type pendingRelease struct {
 	claim backend.Claim
 }
 
-// release removes g's claim and unregisters g from its lease. g has
-// ended and its claim was set by the Acquire that made it, so g.claim is
+// release removes s's claim and unregisters s from its lease. s has
+// ended and its claim was set by the Acquire that made it, so s.claim is
 // read without the lock. The backend call runs on a context of its own,
 // bounded by cleanupTimeout and by ctx's deadline, but not cancelled with
 // ctx: a caller that unlocks from a deferred call after its context ended
@@ -23,9 +23,9 @@ type pendingRelease struct {
 //
 // If the call fails, the claim is handed to the background retrier and the
 // error (wrapping ErrUnavailable) returned.
-func (c *LockClient) release(ctx context.Context, g *Guard) error {
-	defer c.wd.leave(g.lease, g)
-	claim := &g.claim
+func (c *LockClient) release(ctx context.Context, s *guardState) error {
+	defer c.wd.leave(s.lease, s)
+	claim := &s.claim
 	if claim.Token == 0 {
 		return nil
 	}
@@ -51,8 +51,24 @@ func (c *LockClient) release(ctx context.Context, g *Guard) error {
 		return nil
 	}
 	c.log.Warn("ashlock: release failed; retrying in the background", "key", claim.Key, "token", claim.Token, "err", err)
-	c.queueRelease(pendingRelease{lease: g.lease, claim: *claim})
+	c.queueRelease(pendingRelease{lease: s.lease, claim: *claim})
 	return withCtx(ctx, fmt.Errorf("%w: release of %q: %w", ErrUnavailable, claim.Key, err))
+}
+
+// goRelease releases s on a goroutine of the client's, unless Close has
+// begun (Close revokes the leases, which removes the claim).
+func (c *LockClient) goRelease(s *guardState) {
+	c.releasesMu.Lock()
+	defer c.releasesMu.Unlock()
+	if c.releasesStopped {
+		c.wd.leave(s.lease, s)
+		return
+	}
+	c.wd.wg.Add(1)
+	go func() {
+		defer c.wd.wg.Done()
+		_ = c.release(context.Background(), s)
+	}()
 }
 
 // queueRelease keeps retrying a failed release until it succeeds, the lease

@@ -76,7 +76,7 @@ func (wd *watchdog) trusted(l *lease) bool { return wd.now() < l.deadline.Load()
 
 // join registers g with a granted lease for key, granting one if the pool
 // has none. It blocks for at most one Grant. On failure g is not registered.
-func (wd *watchdog) join(ctx context.Context, key leaseKey, g *Guard) (*lease, error) {
+func (wd *watchdog) join(ctx context.Context, key leaseKey, g *guardState) (*lease, error) {
 	for {
 		wd.mu.Lock()
 		if wd.mu.closed {
@@ -162,7 +162,7 @@ func (wd *watchdog) grant(ctx context.Context, l *lease) {
 // refuses it, and tick poisons every guard of l). A renewal already in
 // flight may have been answered before the loss, so another follows it.
 // It does not block.
-func (wd *watchdog) leaveLost(l *lease, g *Guard) {
+func (wd *watchdog) leaveLost(l *lease, g *guardState) {
 	wd.mu.Lock()
 	l.guards.remove(g)
 	switch {
@@ -180,7 +180,7 @@ func (wd *watchdog) leaveLost(l *lease, g *Guard) {
 // the scheduler on its next tick (it ticks at least once per renewal
 // interval), which starts the linger then: no clock read or wake-up on the
 // release path.
-func (wd *watchdog) leave(l *lease, g *Guard) {
+func (wd *watchdog) leave(l *lease, g *guardState) {
 	wd.mu.Lock()
 	l.guards.remove(g)
 	wd.mu.Unlock()
@@ -380,14 +380,14 @@ func (wd *watchdog) dropLocked(l *lease) bool {
 
 // close stops the scheduler and returns every lease it held, with the
 // guards still registered on each. Later joins fail with ErrClosed.
-func (wd *watchdog) close() map[*lease][]*Guard {
+func (wd *watchdog) close() map[*lease][]*guardState {
 	wd.mu.Lock()
 	if wd.mu.closed {
 		wd.mu.Unlock()
 		return nil
 	}
 	wd.mu.closed = true
-	out := make(map[*lease][]*Guard, len(wd.mu.pool))
+	out := make(map[*lease][]*guardState, len(wd.mu.pool))
 	for _, l := range wd.mu.pool {
 		l.lost = true
 		if c := l.cancelRenew; c != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -162,6 +163,9 @@ func (f *fixture) hold(key string) *ashlock.Guard {
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	// Reachable until the test ends: a Guard dropped without Unlock is
+	// released.
+	f.t.Cleanup(func() { runtime.KeepAlive(g) })
 	return g
 }
 

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -106,6 +107,9 @@ func holdKey(t *testing.T, seed, key string) *ashlock.Guard {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Reachable until the test ends: a Guard dropped without Unlock is
+	// released.
+	t.Cleanup(func() { runtime.KeepAlive(g) })
 	return g
 }
 

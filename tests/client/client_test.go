@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ash-lock/ashlock"
@@ -229,32 +231,29 @@ func TestLeasesArePooledPerTTL(t *testing.T) {
 	cli := cluster.Client(t, nil)
 	c := connect(t, cluster, uniquePrefix(t), ashlock.LockConfig{DefaultTTL: 10 * time.Second})
 	ctx := testCtx(t)
+	// Every guard is kept until the end: one dropped would be released.
+	var guards []*ashlock.Guard
+	defer runtime.KeepAlive(&guards)
+	acquire := func(b *ashlock.LockBuilder) {
+		g, err := b.Acquire(ctx)
+		require.NoError(t, err)
+		guards = append(guards, g)
+	}
 	// Warm up: the first guard of each TTL starts the lease's keep-alive
 	// and the backend's loss watch.
-	if _, err := c.Lock("k-warm").Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Lock("other-ttl").WithTTL(20 * time.Second).Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	acquire(c.Lock("k-warm"))
+	acquire(c.Lock("other-ttl").WithTTL(20 * time.Second))
 	before := runtime.NumGoroutine()
 	for i := range 300 {
-		if _, err := c.Lock(fmt.Sprint("k", i)).Acquire(ctx); err != nil {
-			t.Fatal(err)
-		}
+		acquire(c.Lock(fmt.Sprint("k", i)))
 	}
 	leases, err := cli.Leases(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(leases.Leases); n != 2 {
-		t.Errorf("%d leases for 301 guards of one TTL and 1 of another, want 2", n)
-	}
+	require.NoError(t, err)
+	assert.Len(t, leases.Leases, 2, "leases for 301 guards of one TTL and 1 of another")
 	// Not a goroutine per guard: a handful may come and go with renewals
 	// and gRPC streams in flight.
-	if after := runtime.NumGoroutine(); after-before >= 30 {
-		t.Errorf("goroutines grew from %d to %d for 300 more guards", before, after)
-	}
+	after := runtime.NumGoroutine()
+	assert.Less(t, after-before, 30, "goroutines grew from %d to %d for 300 more guards", before, after)
 }
 
 func TestTTLIsRoundedUpAndGrantedTTLDrivesTheDeadline(t *testing.T) {

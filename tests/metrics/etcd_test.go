@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -131,9 +132,11 @@ func TestEtcd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := holder.Lock(busy).Acquire(ctx); err != nil {
+		hg, err := holder.Lock(busy).Acquire(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
+		defer runtime.KeepAlive(hg) // a Guard dropped without Unlock is released
 		if _, err := c.Lock(busy).TryAcquire(ctx); !errors.Is(err, ashlock.ErrLocked) {
 			t.Fatalf("TryAcquire of a held key = %v, want ErrLocked", err)
 		}
@@ -173,9 +176,11 @@ func TestEtcd(t *testing.T) {
 		}
 
 		for _, k := range []string{free, "tenant-9b2e/jobs/nightly"} {
-			if _, err := c.Lock(k).Acquire(ctx); err != nil {
+			g, err := c.Lock(k).Acquire(ctx)
+			if err != nil {
 				t.Fatal(err)
 			}
+			defer runtime.KeepAlive(g) // a Guard dropped without Unlock is released
 		}
 		if got := m.collect(t).sum(t, held, noAttrs); got != 2 {
 			t.Fatalf("%s = %d with two guards held, want 2", held, got)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -83,6 +84,9 @@ func acquireAll(t *testing.T, c *ashlock.LockClient, keys ...string) []*ashlock.
 		}
 		out = append(out, g)
 	}
+	// Reachable until the test ends: a Guard dropped without Unlock is
+	// released, which would change the held gauge.
+	t.Cleanup(func() { runtime.KeepAlive(out) })
 	return out
 }
 
@@ -102,7 +106,8 @@ func TestAcquireOutcomesAndDurations(t *testing.T) {
 		{
 			name: "Acquire of a free key",
 			run: func(t *testing.T, c, _ *ashlock.LockClient) error {
-				_, err := c.Lock("k").Acquire(t.Context())
+				g, err := c.Lock("k").Acquire(t.Context())
+				t.Cleanup(func() { runtime.KeepAlive(g) })
 				return err
 			},
 			outcome:  "acquired",
@@ -111,7 +116,8 @@ func TestAcquireOutcomesAndDurations(t *testing.T) {
 		{
 			name: "TryAcquire of a free key",
 			run: func(t *testing.T, c, _ *ashlock.LockClient) error {
-				_, err := c.Lock("k").TryAcquire(t.Context())
+				g, err := c.Lock("k").TryAcquire(t.Context())
+				t.Cleanup(func() { runtime.KeepAlive(g) })
 				return err
 			},
 			outcome:  "acquired",
@@ -136,7 +142,8 @@ func TestAcquireOutcomesAndDurations(t *testing.T) {
 					time.Sleep(3 * time.Second)
 					_ = g.Unlock(context.Background())
 				}()
-				_, err := c.Lock("k").Acquire(t.Context())
+				g2, err := c.Lock("k").Acquire(t.Context())
+				t.Cleanup(func() { runtime.KeepAlive(g2) })
 				return err
 			},
 			outcome:  "acquired",
