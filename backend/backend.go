@@ -61,9 +61,9 @@ type AcquireRequest struct {
 	// ID is a fresh random UUID per acquisition, or empty when the Backend
 	// implements ClaimNamer. A Backend may name the claim by it, or by a
 	// name of its own that no other acquisition uses meanwhile
-	// (backend/etcd lends reused names); either way the name goes into
-	// Claim.ID, and it lets a cancelled Acquire whose enqueue reply was
-	// lost still find and remove its claim.
+	// (backend/etcd names claims after their lease); either way the name
+	// goes into Claim.ID, and it lets a cancelled Acquire whose enqueue
+	// reply was lost still find and remove its claim.
 	ID    string
 	Lease LeaseID
 	Owner string // free-form label reported by Inspect
@@ -196,7 +196,7 @@ type Local interface {
 // instead of making a UUID for each acquisition. Such a Backend still puts
 // a non-empty name in Claim.ID that no other live claim of the key has, and
 // still finds and removes the claim of a failed Acquire whose enqueue reply
-// was lost (backend/etcd lends each Acquire a UUID of its own for that).
+// was lost (backend/etcd keeps each claim's name to itself until then).
 type ClaimNamer interface {
 	Backend
 	// NamesClaims marks the backend; it is never called.

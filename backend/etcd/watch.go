@@ -13,8 +13,8 @@ import (
 //
 // A Backend watches two kinds of claim keys: its own claims, to learn that
 // one vanished without Release (its lease ended or was revoked, an operator
-// deleted it; guarantee 4), and the claim just ahead of each of its fair
-// waiters, to wake that waiter when the claim goes. Each of those is a
+// deleted it), and the claim just ahead of each of its fair waiters, to
+// wake that waiter when the claim goes. Each of those is a
 // watch on one key that delivers deletes only, so a release wakes only the
 // clients that care about that claim: the server sends one event per
 // handoff, not one per client.

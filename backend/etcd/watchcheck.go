@@ -21,9 +21,8 @@ import (
 // Gaps. etcd serves a watch that starts at or below its current revision
 // from its "unsynced" set, which it catches up on a 100ms timer: a delete
 // in the first 100ms of such a watch arrives up to 100ms late. A waiter
-// would stall a handoff that long (measured with BenchmarkHandoff, 8
-// contenders on one key: 73 handoffs/s, the same stall as etcd's Mutex at
-// 68/s), and a holder would learn of its loss that late. Under contention
+// would stall a handoff that long (etcd's Mutex does), and a holder would
+// learn of its loss that late. Under contention
 // from is nearly always in the past by the time the create reaches etcd.
 // So watches are created at etcd's current revision instead (StartRevision
 // 0, the fast path). The created answer carries a revision h such that
@@ -35,9 +34,8 @@ import (
 // answers (serializable: every member holds the same history, so that is
 // the key's state at h, without the cost of a linearizable read); a member
 // that has not applied h yet, or compacted it away, refuses, and the key
-// is read linearizably instead, at a revision >= h. With this, 8
-// contenders make about 590 handoffs/s. A watch created again on a new
-// stream starts at its resume revision, which leaves no gap.
+// is read linearizably instead, at a revision >= h. A watch created again
+// on a new stream starts at its resume revision, which leaves no gap.
 //
 // Compaction. etcd cannot replay deletes older than its compaction
 // revision: a watch whose resume revision is below it is dropped with a
