@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ash-lock/ashlock/backend"
@@ -65,4 +66,36 @@ func TestWaiterWithDeletedClaimNeverHolds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A waiter does not poll: while it waits behind a holder it sends no
+// request at all, however long the wait, and wakes once, when the holder's
+// claim is deleted. The window in which nothing may be sent is the point of
+// the test, not a stand-in for synchronisation.
+func TestWaiterDoesNotPoll(t *testing.T) {
+	prefix := uniquePrefix(t)
+	hb, operator := newBackend(t, shared, prefix)
+	var wc watchCounter
+	wb, _ := newBackendWith(t, shared, prefix, nil, wc.configure)
+	holder := acquire(t, hb, request("k", grant(t, hb, 30*time.Second), "H"))
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	w := start(ctx, wb, request("k", grant(t, wb, 30*time.Second), "W"))
+	awaitCount(t, operator, prefix, 2)
+	// Past the claim watch delay: the waiter's own claim is watched, and
+	// the read that started its watch is done.
+	require.Eventually(t, func() bool { return wc.single.Load() == 2 }, waitBound, time.Millisecond, "the waiter's two watches")
+	sent := wc.unary.Load()
+	window := time.NewTimer(300 * time.Millisecond)
+	select {
+	case res := <-w:
+		t.Fatalf("W returned while H held the key: %+v", res)
+	case <-window.C:
+	}
+	require.Equal(t, sent, wc.unary.Load(), "requests sent by a waiting Acquire")
+	require.NoError(t, hb.Release(testCtx(t, waitBound), holder))
+	res := await(t, w, "W after H's release")
+	require.NoError(t, res.err)
+	require.NoError(t, wb.Release(testCtx(t, waitBound), res.claim))
 }
