@@ -22,10 +22,11 @@
 //
 // # Protocol
 //
-// The files read in this order: acquire.go (enqueue, wait, the paths that
-// do not queue), release.go (release and the cleanup of a failed Acquire),
-// registry.go (names and loss), watch.go, watchstream.go and watchcheck.go
-// (the watches, all on one stream), lease.go.
+// The files read in this order: acquire.go (enqueue, and the paths that do
+// not queue), wait.go (waiting in the queue), release.go (release, and the
+// cleanup of a failed Acquire), registry.go (claim names and loss),
+// watch.go, watchstream.go and watchcheck.go (the watches, all on one
+// stream), lease.go.
 //
 // A key's claims form a queue ordered by create revision; the oldest claim
 // holds the key and its create revision is the fencing token. Create

@@ -1,0 +1,134 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// waitInQueue waits until the claim is the oldest of its queue. pred is the
+// claim just ahead as read at revision rev ("" to look it up first).
+//
+// Each round watches only pred's delete - a release wakes just the next
+// waiter - and then runs one Txn that, if our claim still exists (a waiter
+// whose claim vanished must not go on to hold the key) and no older claim
+// is left, stamps our claim with the acquired-at time and reads the
+// previous stamp; otherwise it returns our claim and the nearest older
+// claim, which may be one that was queued before pred.
+//
+// While etcd cannot be reached the wait goes on (see retryAfter).
+func (a *acquisition) waitInQueue(ctx context.Context, pred string, rev int64) error {
+	backoff := minBackoff
+	for {
+		if pred != "" {
+			if err := a.waitDeleted(ctx, pred, rev+1); err != nil {
+				return err
+			}
+		}
+		now := time.Now()
+		// True iff every claim of the queue was created at or after ours.
+		first := clientv3.Compare(clientv3.CreateRevision(a.dir), ">", a.token-1).WithPrefix()
+		older := clientv3.OpGet(a.dir, append(newestKey[:len(newestKey):len(newestKey)], clientv3.WithMaxCreateRev(a.token-1))...)
+		resp, err := a.b.cli.Txn(ctx).If(incarnation(a.e.key, a.token), first).
+			Then(a.withStamp(clientv3.OpPut(a.e.key, a.record(now, backend.Timestamp{}), clientv3.WithIgnoreLease()))...).
+			Else(clientv3.OpGet(a.e.key), older).
+			Commit()
+		if err != nil {
+			if err := a.retryAfter(ctx, err, backoff); err != nil {
+				return err
+			}
+			backoff = min(2*backoff, maxBackoff)
+			pred = "" // the Txn tells who is ahead now
+			continue
+		}
+		if resp.Succeeded {
+			a.acquiredAt = now
+			a.keepStamp(resp)
+			return nil
+		}
+		own := rangeKvs(resp, 0)
+		if len(own) == 0 || own[0].CreateRevision != a.token {
+			return a.lostError()
+		}
+		kvs := rangeKvs(resp, 1)
+		if len(kvs) == 0 {
+			return a.inconsistent() // the compare saw an older claim, the read did not
+		}
+		pred, rev = string(kvs[0].Key), resp.Header.Revision
+	}
+}
+
+// waitDeleted blocks until the incarnation of key that existed at revision
+// from-1 is gone, without polling: it watches key alone, on the Backend's
+// shared watch stream, so only the waiters directly behind a claim wake
+// when it goes. The watch is created at etcd's current revision so that
+// etcd serves it at once; the mux settles the deletes between from and that
+// revision with a read (watchcheck.go).
+//
+// A nil return is only a hint: both callers re-read the queue with a Txn
+// after it, so an early return costs a round trip, never exclusion. It
+// returns the loss of our own claim (ErrLeaseExpired) as soon as its watch
+// reports it, ctx's end, ErrClosed, or ErrUnavailable if etcd refused the
+// watch. A stream that breaks meanwhile is reopened by the mux and the wait
+// goes on.
+func (a *acquisition) waitDeleted(ctx context.Context, key string, from int64) error {
+	p := &predWait{done: make(chan struct{})}
+	w := &keyWatch{key: key, from: from, now: true, target: p}
+	m := a.b.reg.mux
+	m.start(w)
+	defer m.stop(w) // after a delete it is a no-op
+	select {
+	case <-p.done:
+		if p.err != nil {
+			return fmt.Errorf("etcd acquire: %w", p.err)
+		}
+		return nil
+	case <-a.e.lost:
+		return a.lostError()
+	case <-ctx.Done():
+		return ctxError(ctx, "etcd acquire: waiting")
+	case <-a.b.ctx.Done():
+		return closedError("acquire")
+	}
+}
+
+// predWait is the target of the watch a waiter keeps on the claim it waits
+// behind. The mux makes at most one of its two calls.
+type predWait struct {
+	done chan struct{} // closed by keyDeleted or watchFailed
+	err  error         // written before done is closed: why the watch failed
+}
+
+func (p *predWait) keyDeleted(int64)      { close(p.done) }
+func (p *predWait) watchFailed(err error) { p.err = err; close(p.done) }
+
+// retryAfter decides what a waiting acquisition does after a request of
+// its failed with err. While etcd is merely out of reach (codes.Unavailable:
+// a member down, no leader, a connection lost mid-call) the claim keeps its
+// place as long as its lease lives, so retryAfter waits d and returns nil:
+// try again. It returns the error to give up with when err is of another
+// kind, or when ctx ends, the claim is lost or the Backend closes first.
+// The client ends ctx itself once it stops trusting the lease.
+func (a *acquisition) retryAfter(ctx context.Context, err error, d time.Duration) error {
+	if ctx.Err() != nil || status.Code(err) != codes.Unavailable {
+		return rpcError(ctx, "acquire", err)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-a.e.lost:
+		return a.lostError()
+	case <-ctx.Done():
+		return rpcError(ctx, "acquire", err)
+	case <-a.b.ctx.Done():
+		return closedError("acquire")
+	}
+}
