@@ -40,6 +40,17 @@ var (
 	ErrClosed = errors.New("ashlock: closed")
 )
 
+// ContextError is the error a Backend method returns when ctx ended while
+// it waited: ctx.Err(), joined with context.Cause(ctx) when the cause says
+// more, so that errors.Is matches both.
+func ContextError(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, err) {
+		return errors.Join(err, cause)
+	}
+	return err
+}
+
 // Timestamp is a hybrid logical clock stamp recorded with an acquisition.
 type Timestamp = hlc.Timestamp
 

@@ -56,7 +56,7 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 		// A claim without a lease would never expire.
 		return backend.Claim{}, fmt.Errorf("%w: etcd acquire: no lease", backend.ErrLeaseExpired)
 	case ctx.Err() != nil:
-		return backend.Claim{}, ctxError(ctx, "etcd acquire")
+		return backend.Claim{}, fmt.Errorf("etcd acquire: %w", backend.ContextError(ctx))
 	}
 	a := &acquisition{b: b, req: req, dir: b.layout.dir(req.Key)}
 	a.e = b.reg.add(a.dir, req.Lease, req.OnLost)

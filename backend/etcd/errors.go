@@ -33,20 +33,10 @@ func rpcError(ctx context.Context, op string, err error) error {
 	case cerr == nil:
 		return fmt.Errorf("%w: etcd %s: %w", backend.ErrUnavailable, op, err)
 	case errors.Is(cerr, context.Canceled):
-		return ctxError(ctx, "etcd "+op)
+		return fmt.Errorf("etcd %s: %w", op, backend.ContextError(ctx))
 	default:
 		return errors.Join(fmt.Errorf("%w: etcd %s: %w", backend.ErrUnavailable, op, err), cerr)
 	}
-}
-
-// ctxError reports that ctx ended while op was waiting. The result matches
-// ctx.Err() with errors.Is and carries context.Cause when it adds anything.
-func ctxError(ctx context.Context, op string) error {
-	cerr := ctx.Err()
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, cerr) {
-		return fmt.Errorf("%s: %w (%w)", op, cerr, cause)
-	}
-	return fmt.Errorf("%s: %w", op, cerr)
 }
 
 // closedError is returned by every call on a closed Backend.

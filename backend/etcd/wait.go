@@ -92,7 +92,7 @@ func (a *acquisition) waitDeleted(ctx context.Context, key string, from int64) e
 	case <-a.e.lost:
 		return a.lostError()
 	case <-ctx.Done():
-		return ctxError(ctx, "etcd acquire: waiting")
+		return fmt.Errorf("etcd acquire: waiting: %w", backend.ContextError(ctx))
 	case <-a.b.ctx.Done():
 		return closedError("acquire")
 	}
