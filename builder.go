@@ -127,14 +127,22 @@ func (b *LockBuilder) settings() (ttl, interval time.Duration, err error) {
 // when ctx ends while waiting - an error for which errors.Is(err, ctx.Err())
 // holds and which is not ErrLocked.
 func (b *LockBuilder) Acquire(ctx context.Context) (*Guard, error) {
-	return b.acquire(ctx, true)
+	s, err := b.acquire(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	return newGuard(s), nil
 }
 
 // TryAcquire takes the lock if it is free now and fails with ErrLocked
 // otherwise, leaving nothing behind. It blocks for about one backend round
 // trip. Other errors are those of Acquire.
 func (b *LockBuilder) TryAcquire(ctx context.Context) (*Guard, error) {
-	return b.acquire(ctx, false)
+	s, err := b.acquire(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	return newGuard(s), nil
 }
 
 // Do acquires the lock, runs fn while holding it, and unlocks when fn
@@ -149,31 +157,33 @@ func (b *LockBuilder) TryAcquire(ctx context.Context) (*Guard, error) {
 // end. A failed release is retried in the background and logged; it does
 // not change Do's result.
 func (b *LockBuilder) Do(ctx context.Context, fn func(ctx context.Context, token uint64) error) error {
-	g, err := b.Acquire(ctx)
+	// The guard never leaves Do, which releases it itself: no Guard, and
+	// so no cleanup for a dropped one, is needed.
+	s, err := b.acquire(ctx, true)
 	if err != nil {
 		return err
 	}
-	defer g.Unlock(context.WithoutCancel(ctx)) //nolint:errcheck // logged and retried by release
+	defer s.unlock(context.WithoutCancel(ctx)) //nolint:errcheck // logged and retried by release
 
-	token, err := g.FencingToken()
+	claim, err := s.check()
 	if err != nil {
 		return err
 	}
 	fnCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	g.s.setOnEnd(cancel)
-	ferr := fn(fnCtx, token)
-	g.s.clearOnEnd()
+	s.setOnEnd(cancel)
+	ferr := fn(fnCtx, claim.Token)
+	s.clearOnEnd()
 	if ferr != nil {
 		return ferr
 	}
-	if err := g.Err(); errors.Is(err, ErrLeaseExpired) {
+	if _, err := s.check(); errors.Is(err, ErrLeaseExpired) {
 		return err
 	}
 	return nil
 }
 
-func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*Guard, error) {
+func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*guardState, error) {
 	c := b.client
 	if c.closed.Load() {
 		return nil, ErrClosed
@@ -196,10 +206,10 @@ func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*Guard, error) {
 	// recovers by itself; the bound stops a store that keeps dropping leases
 	// from looping forever.
 	for attempt := 1; ; attempt++ {
-		g, err := c.acquireOnce(ctx, b, leaseKey{ttl, interval}, wait, timed)
+		s, err := c.acquireOnce(ctx, b, leaseKey{ttl, interval}, wait, timed)
 		if err == nil {
 			c.metrics.acquired(start, wait)
-			return g, nil
+			return s, nil
 		}
 		if errors.Is(err, ErrLeaseExpired) && attempt < 3 && ctx.Err() == nil && !c.closed.Load() {
 			continue
@@ -211,7 +221,7 @@ func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*Guard, error) {
 
 // acquireOnce makes one attempt with one lease. timed says whether a
 // metrics SDK records durations, as decided once per Acquire.
-func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseKey, wait, timed bool) (*Guard, error) {
+func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseKey, wait, timed bool) (*guardState, error) {
 	s := &guardState{client: c}
 	l, err := c.wd.join(ctx, key, s)
 	if err != nil {
@@ -278,7 +288,7 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 		}
 		return nil, fmt.Errorf("%w: lease lost while acquiring %q", ErrLeaseExpired, b.key)
 	}
-	return newGuard(s), nil
+	return s, nil
 }
 
 // acquireError turns a failed backend Acquire into the caller's error.

@@ -166,18 +166,21 @@ func (g *Guard) Err() error {
 // (every time) so the caller learns that the critical section was not
 // protected to the end.
 func (g *Guard) Unlock(ctx context.Context) error {
-	s := g.s
+	g.cleanup.Stop()
+	return g.s.unlock(ctx)
+}
+
+// unlock is Unlock on the guard's state.
+func (s *guardState) unlock(ctx context.Context) error {
 	if !s.end(ErrUnlocked) {
-		err := g.Err()
+		_, err := s.check()
 		if errors.Is(err, ErrUnlocked) {
 			return nil
 		}
 		// Poisoned: the claim may outlive the local deadline on the store.
-		g.cleanup.Stop()
 		s.client.release(ctx, s)
 		return err
 	}
-	g.cleanup.Stop()
 	s.recordHold()
 	return s.client.release(ctx, s)
 }
