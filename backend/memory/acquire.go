@@ -30,7 +30,7 @@ import (
 // ctx's error if it ended first (never ErrLocked then).
 func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (held backend.Claim, err error) {
 	if ctx.Err() != nil {
-		return backend.Claim{}, fmt.Errorf("memory: acquire %q: %w", req.Key, ctxErr(ctx))
+		return backend.Claim{}, fmt.Errorf("memory: acquire %q: %w", req.Key, backend.ContextError(ctx))
 	}
 	c, ready, err := b.admit(&req, &held)
 	if err != nil {
@@ -45,7 +45,7 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (held
 		select {
 		case <-ready:
 		case <-ctx.Done():
-			return backend.Claim{}, b.abandon(c, fmt.Errorf("memory: acquire %q: %w", req.Key, ctxErr(ctx)))
+			return backend.Claim{}, b.abandon(c, fmt.Errorf("memory: acquire %q: %w", req.Key, backend.ContextError(ctx)))
 		case <-b.done:
 			return backend.Claim{}, b.abandon(c, errClosed("acquire"))
 		}

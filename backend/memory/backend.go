@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -127,14 +126,4 @@ func (b *Backend) notifyLocked(calls []lostCall) {
 // errClosed is the error of any call on a closed Backend.
 func errClosed(op string) error {
 	return fmt.Errorf("memory: %s: %w", op, backend.ErrClosed)
-}
-
-// ctxErr is the error for a context that has ended: ctx.Err(), joined with
-// its cause when the cause says more.
-func ctxErr(ctx context.Context) error {
-	err := ctx.Err()
-	if cause := context.Cause(ctx); cause != nil && cause != err {
-		return errors.Join(err, cause)
-	}
-	return err
 }

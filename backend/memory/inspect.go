@@ -14,7 +14,7 @@ import (
 // ended, and with backend.ErrClosed after Close.
 func (b *Backend) Inspect(ctx context.Context, key string) (backend.LockInfo, error) {
 	if ctx.Err() != nil {
-		return backend.LockInfo{}, fmt.Errorf("memory: inspect %q: %w", key, ctxErr(ctx))
+		return backend.LockInfo{}, fmt.Errorf("memory: inspect %q: %w", key, backend.ContextError(ctx))
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -26,7 +26,7 @@ func (b *Backend) Grant(ctx context.Context, ttl time.Duration) (backend.Lease, 
 		return backend.Lease{}, fmt.Errorf("%w (got %v)", ErrInvalidTTL, ttl)
 	}
 	if ctx.Err() != nil {
-		return backend.Lease{}, fmt.Errorf("memory: grant: %w", ctxErr(ctx))
+		return backend.Lease{}, fmt.Errorf("memory: grant: %w", backend.ContextError(ctx))
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -74,7 +74,7 @@ func (b *Backend) leaseTimerFired(l *lease, gen uint64) {
 // Close, KeepAlive returns backend.ErrClosed.
 func (b *Backend) KeepAlive(ctx context.Context, id backend.LeaseID) (time.Duration, error) {
 	if ctx.Err() != nil {
-		return 0, fmt.Errorf("memory: keep-alive of lease %d: %w", id, ctxErr(ctx))
+		return 0, fmt.Errorf("memory: keep-alive of lease %d: %w", id, backend.ContextError(ctx))
 	}
 	b.mu.Lock()
 	if b.closed {
@@ -116,7 +116,7 @@ func (b *Backend) hang(ctx context.Context, d time.Duration) error {
 	case <-elapsed:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("renewal delayed by fault injection: %w: %w", backend.ErrUnavailable, ctxErr(ctx))
+		return fmt.Errorf("renewal delayed by fault injection: %w: %w", backend.ErrUnavailable, backend.ContextError(ctx))
 	case <-b.done:
 		return backend.ErrClosed
 	}
