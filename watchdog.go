@@ -30,11 +30,7 @@ type watchdog struct {
 
 	mu struct {
 		sync.Mutex
-		pool map[leaseKey]*lease
-		// hot is the lease last joined, or nil: a granted lease in pool
-		// (dropLocked and close clear it), so that join finds it without
-		// hashing its key when acquisitions keep asking for the same kind.
-		hot    *lease
+		pool   map[leaseKey]*lease
 		closed bool
 	}
 	wake chan struct{} // buffered(1): nudges the scheduler to recompute
@@ -83,16 +79,12 @@ func (wd *watchdog) join(ctx context.Context, key leaseKey, g *guardState) (*lea
 			wd.mu.Unlock()
 			return nil, ErrClosed
 		}
-		l := wd.mu.hot
-		if l == nil || l.key != key {
-			l = wd.mu.pool[key]
-		}
+		l := wd.mu.pool[key]
 		if l != nil && l.granted {
 			// The common case, decided under one lock: a live lease of
 			// this kind is in the pool.
 			l.guards.push(g)
 			l.idleSince = time.Time{}
-			wd.mu.hot = l
 			wd.mu.Unlock()
 			return l, nil
 		}
@@ -372,9 +364,6 @@ func (wd *watchdog) dropLocked(l *lease) bool {
 	if wd.mu.pool[l.key] == l {
 		delete(wd.mu.pool, l.key)
 	}
-	if wd.mu.hot == l {
-		wd.mu.hot = nil
-	}
 	return true
 }
 
@@ -396,7 +385,6 @@ func (wd *watchdog) close() map[*lease][]*guardState {
 		out[l] = l.guards.drain()
 	}
 	clear(wd.mu.pool)
-	wd.mu.hot = nil
 	wd.mu.Unlock()
 	close(wd.stop)
 	return out

@@ -9,6 +9,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/ash-lock/ashlock"
 	"github.com/ash-lock/ashlock/backend"
 	"github.com/ash-lock/ashlock/backend/memory"
@@ -211,28 +214,22 @@ func TestLosingOneLeaseLeavesOtherGuardsAlone(t *testing.T) {
 	})
 }
 
-// The lease an acquisition has just joined is the one the next acquisition
-// of the same kind looks at first; once lost it must not be handed out
-// again, even though nothing else was acquired in between.
+// A lost lease is never handed out again, even to the next acquisition of
+// the same kind with nothing acquired in between.
 func TestLostLeaseIsNotJoinedAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, b := bubbleClient(t)
 		ctx := t.Context()
 		g, err := c.Lock("a").Acquire(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		lost, _ := g.Claim()
 		b.ExpireLease(lost.Lease)
 		<-g.Done()
 		synctest.Wait()
 		again, err := c.Lock("a").Acquire(ctx)
-		if err != nil {
-			t.Fatalf("Acquire after lease loss: %v", err)
-		}
-		if c2, _ := again.Claim(); c2.Lease == lost.Lease {
-			t.Errorf("new guard joined the lost lease %d", c2.Lease)
-		}
+		require.NoError(t, err, "Acquire after lease loss")
+		c2, _ := again.Claim()
+		assert.NotEqual(t, lost.Lease, c2.Lease, "new guard joined the lost lease")
 	})
 }
 
