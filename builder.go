@@ -24,25 +24,12 @@ const maxOwnerLen = 256
 type LockBuilder struct {
 	client      *LockClient
 	key         string
-	keyErr      error // validateKey(key), checked once by Lock
 	owner       string
 	ttl         time.Duration
 	interval    time.Duration
 	ttlSet      bool
 	intervalSet bool
 	fair        bool
-
-	// What settings found, worked out by settle whenever a builder is
-	// made, so that each acquisition does not validate it again.
-	effTTL, effInterval time.Duration
-	err                 error
-}
-
-// settle works out the builder's effective settings; Lock and every setter
-// call it on the builder they return.
-func (b *LockBuilder) settle() *LockBuilder {
-	b.effTTL, b.effInterval, b.err = b.settings()
-	return b
 }
 
 // WithTTL sets the lease TTL: how long the lock survives its holder's
@@ -51,7 +38,7 @@ func (b *LockBuilder) settle() *LockBuilder {
 func (b *LockBuilder) WithTTL(d time.Duration) *LockBuilder {
 	nb := *b
 	nb.ttl, nb.ttlSet = d, true
-	return nb.settle()
+	return &nb
 }
 
 // WithFairness chooses between strict FIFO waiting (true, the default) and
@@ -62,7 +49,7 @@ func (b *LockBuilder) WithTTL(d time.Duration) *LockBuilder {
 func (b *LockBuilder) WithFairness(fair bool) *LockBuilder {
 	nb := *b
 	nb.fair = fair
-	return &nb // fairness is not validated
+	return &nb
 }
 
 // WithWatchdogInterval sets how often the lease is renewed; it must be
@@ -71,7 +58,7 @@ func (b *LockBuilder) WithFairness(fair bool) *LockBuilder {
 func (b *LockBuilder) WithWatchdogInterval(d time.Duration) *LockBuilder {
 	nb := *b
 	nb.interval, nb.intervalSet = d, true
-	return nb.settle()
+	return &nb
 }
 
 // WithOwner sets the label Inspect shows for this holder (default
@@ -79,16 +66,15 @@ func (b *LockBuilder) WithWatchdogInterval(d time.Duration) *LockBuilder {
 func (b *LockBuilder) WithOwner(label string) *LockBuilder {
 	nb := *b
 	nb.owner = label
-	return nb.settle()
+	return &nb
 }
 
 // settings validates the builder and returns the effective TTL and
-// renewal interval, or every problem found. Acquisitions read its result
-// as settled when the builder was made (see settle).
+// renewal interval, or every problem found.
 func (b *LockBuilder) settings() (ttl, interval time.Duration, err error) {
 	var errs []error
-	if b.keyErr != nil {
-		errs = append(errs, b.keyErr)
+	if err := validateKey(b.key); err != nil {
+		errs = append(errs, err)
 	}
 	ttl = cmp.Or(b.client.cfg.DefaultTTL, defaultTTL)
 	if b.ttlSet {
@@ -188,8 +174,8 @@ func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*guardState, erro
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	ttl, interval := b.effTTL, b.effInterval
-	if err := b.err; err != nil {
+	ttl, interval, err := b.settings()
+	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {

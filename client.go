@@ -150,8 +150,7 @@ func defaultOwner() string {
 // Lock returns a builder for a lock on key. It never fails: the key and
 // options are checked by Acquire, TryAcquire and Do.
 func (c *LockClient) Lock(key string) *LockBuilder {
-	b := &LockBuilder{client: c, key: key, keyErr: validateKey(key), fair: true}
-	return b.settle()
+	return &LockBuilder{client: c, key: key, fair: true}
 }
 
 // Inspect reports who holds key, with what token and since when, and the
