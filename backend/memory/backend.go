@@ -62,7 +62,7 @@ var _ backend.Backend = (*Backend)(nil)
 // New returns an empty, open Backend. It starts no goroutine.
 func New(opts ...Option) *Backend {
 	b := &Backend{
-		clock:  newRealClock(),
+		clock:  realClock{},
 		done:   make(chan struct{}),
 		leases: make(map[backend.LeaseID]*lease),
 		keys:   make(map[string]*keyState),

@@ -32,15 +32,8 @@ type Timer interface {
 // realClock is the default Clock: the time package. Inside a
 // testing/synctest bubble the time package runs on the bubble's fake clock,
 // so a Backend created inside a bubble gets fake time without WithClock.
-//
-// Now is the Backend's creation time plus the monotonic time elapsed since:
-// one read of the monotonic clock instead of time.Now's two (wall and
-// monotonic), which matters because every acquisition reads it. Times it
-// returns therefore do not jump when the system clock is stepped.
-type realClock struct{ epoch time.Time }
+type realClock struct{}
 
-func newRealClock() realClock { return realClock{epoch: time.Now()} }
-
-func (c realClock) Now() time.Time { return c.epoch.Add(time.Since(c.epoch)) }
+func (realClock) Now() time.Time { return time.Now() }
 
 func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
