@@ -1,18 +1,18 @@
 package ashlock
 
 // guardList is the set of guards registered with one lease, threaded
-// through the guards themselves (guardState.inLease) so that joining and leaving
-// a lease costs two pointer writes and no allocation or hashing: this sits
-// on every Acquire and Unlock. The zero value is empty. It is guarded by
-// watchdog.mu, like the rest of the lease's mutable state.
+// through the guards themselves (guardState.inLease) so that joining and
+// leaving a lease costs a few pointer writes and no allocation or hashing:
+// this sits on every Acquire and Unlock. The zero value is empty. It is
+// guarded by watchdog.mu, like the rest of the lease's mutable state.
 type guardList struct {
 	head *guardState
 	n    int
 }
 
 // guardLinks are a guard's pointers in its lease's guardList. Whether the
-// guard is in a list at all is guardState.listed (kept apart to pack the guard's
-// flags together), so that a second remove is a no-op.
+// guard is in a list at all is guardState.listed, so that a second remove
+// is a no-op.
 type guardLinks struct {
 	prev, next *guardState
 }
