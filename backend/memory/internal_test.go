@@ -18,10 +18,14 @@ func internalRequest(key string, l backend.Lease, fair bool) backend.AcquireRequ
 	return backend.AcquireRequest{Key: key, ID: key + fmt.Sprint(time.Now().UnixNano()), Lease: l.ID, Wait: true, Fair: fair}
 }
 
-// enqueue is admit for tests that drive a claim by hand, finishing it
-// with finish themselves.
+// enqueue is admit for tests that drive a claim by hand: the claim is
+// always returned, never finished by admit (which finishes only requests
+// without a Stamp; the test passes its own to finish).
 func (b *Backend) enqueue(req backend.AcquireRequest) (*claim, chan struct{}, error) {
-	return b.admit(&req)
+	req.Stamp = func(prev backend.Timestamp) (backend.Timestamp, error) { return prev, nil }
+	var held backend.Claim
+	c, ready, err := b.admit(&req, &held)
+	return c, ready, err
 }
 
 func TestReleaseClosesOnlyTheNextChannel(t *testing.T) {
