@@ -105,7 +105,9 @@ func TestWaitDeletedEnds(t *testing.T) {
 	a := waiter(t, tm)
 	tm.e.put("pred")
 	read := tm.e.put(a.e.key)
+	a.b.reg.waitDelay = 0
 	a.b.reg.setToken(a.e, read)
+	a.b.reg.waiting(a.e) // its own claim watched at once
 
 	ctx, cancel := context.WithCancel(t.Context())
 	done := waitAsync(ctx, a, "pred", read+1)

@@ -26,31 +26,39 @@ import (
 // revision: a later claim under a name has a higher create revision, so a
 // late Release aimed at an earlier one never matches it.
 //
-// Loss. Each entry is watched for the first delete of its key at or after
-// T+1, where T is the claim's create revision; the first such delete is
-// this claim's, since a later claim under the name needs this one gone
-// first. The watch starts once the claim has existed for watchDelay: most
-// locks are held for less, and a claim released before then never costs a
-// watch (a create, and a cancel at the release). A watch started late is
-// created at etcd's current revision, and a read of the key settles the
-// deletes since the claim's creation (watchcheck.go), so a loss in the
-// claim's first moments is reported when the watch starts, at most
-// watchDelay and a round trip after it happened. That delete, or a read
-// finding the claim gone, closes lost (a waiting Acquire stops) and, once
-// the claim has been handed out, calls OnLost. Release and a failed Acquire
-// end the entry, stopping its timer and watch, before they delete the
-// claim, so their own delete is never reported.
+// Loss. A claim is watched for the first delete of its key at or after
+// T+1, where T is its create revision; the first such delete is this
+// claim's, since a later claim under the name needs this one gone first.
+// The watch starts once the claim has been held for holdDelay: most locks
+// are released sooner, and such a claim never costs a watch (a create, and
+// a cancel at the release). A claim waiting in the queue is watched only
+// once it has waited for waitDelay: its wait ends with a Txn that checks
+// the claim still exists, so its watch serves only to end early a wait
+// whose claim was deleted, and a handoff to a waiter that waited less
+// costs no watch either. A watch that starts late is created at etcd's
+// current revision, and a read of the key settles the deletes since the
+// claim's creation (watchcheck.go), so a loss in the claim's first moments
+// is reported when the watch starts, at most holdDelay and a round trip
+// after it happened. That delete, or a read finding the claim gone, closes
+// lost (a waiting Acquire stops) and, once the claim has been handed out,
+// calls OnLost. Release and a failed Acquire end the entry, stopping its
+// timer and watch, before they delete the claim, so their own delete is
+// never reported.
 type registry struct {
-	mux   *mux
-	delay time.Duration // watchDelay, but in tests
+	mux                   *mux
+	holdDelay, waitDelay time.Duration // the constants, but in tests
 
 	mu      sync.Mutex
 	entries map[string]*entry
 }
 
-// watchDelay is how long a claim goes without a watch of its own; it keeps
-// a loss reported well within the 100 ms that package ashlock promises.
-const watchDelay = 5 * time.Millisecond
+// How long a claim goes without a watch of its own: once handed out (a
+// loss is reported well within the 100 ms that package ashlock aims for),
+// and while it waits in the queue.
+const (
+	holdDelay = 5 * time.Millisecond
+	waitDelay = time.Second
+)
 
 // entry is one claim being acquired, held or removed. It is the target of
 // the watch on its own key.
@@ -70,7 +78,7 @@ type entry struct {
 }
 
 func newRegistry(m *mux) *registry {
-	return &registry{mux: m, delay: watchDelay, entries: make(map[string]*entry)}
+	return &registry{mux: m, holdDelay: holdDelay, waitDelay: waitDelay, entries: make(map[string]*entry)}
 }
 
 // add registers a new claim in the queue directory dir under lease, named
@@ -99,25 +107,58 @@ func (e *entry) isLost() bool {
 	}
 }
 
-// setToken records the claim's create revision, from which its watch looks
-// for its delete, and arranges for the watch to start once the claim has
-// existed for the delay. Called once per entry, by its Acquire.
+// setToken records the claim's create revision, from which its watch
+// looks for its delete. Called once per entry, by its Acquire, before
+// waiting or promote.
 func (r *registry) setToken(e *entry, token int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e.token = token
-	// The timer's goroutine only spawns the work, so that the Backend's
-	// Close waits for it.
-	e.timer = time.AfterFunc(r.delay, func() { r.mux.spawn(func() { r.mature(e) }) })
 }
 
-// mature starts e's watch unless e has ended meanwhile. The watch is made
-// live under r.mu (mux.begin takes only mux.mu, and the mux never calls
+// waiting starts e's wait clock: its watch starts once it has waited for
+// waitDelay, unless it is handed out or ended first.
+func (r *registry) waiting(e *entry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.armLocked(e, r.waitDelay)
+}
+
+// promote marks e as handed out to the caller, so that a later loss calls
+// OnLost, and has its watch start once it has been held for holdDelay. It
+// reports false, and promotes nothing, if the claim is already known to be
+// gone: Acquire then fails instead of returning a dead claim.
+func (r *registry) promote(e *entry) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e.isLost() {
+		return false
+	}
+	e.holding = true
+	r.armLocked(e, r.holdDelay)
+	return true
+}
+
+// armLocked has e's watch start in d, unless it has started. r.mu held.
+func (r *registry) armLocked(e *entry, d time.Duration) {
+	switch {
+	case e.watch != nil:
+	case e.timer == nil:
+		// The timer's goroutine only spawns the work, so that the
+		// Backend's Close waits for it.
+		e.timer = time.AfterFunc(d, func() { r.mux.spawn(func() { r.mature(e) }) })
+	default:
+		e.timer.Reset(d) // a mature that runs twice starts one watch
+	}
+}
+
+// mature starts e's watch unless it has one or e has ended. The watch is
+// made live under r.mu (mux.begin takes only mux.mu, and the mux never calls
 // into the registry while holding it), so an end at the same moment either
 // comes first, and no watch starts, or finds the watch and stops it.
 func (r *registry) mature(e *entry) {
 	r.mu.Lock()
-	if e.ended {
+	if e.ended || e.watch != nil {
 		r.mu.Unlock()
 		return
 	}
@@ -130,19 +171,6 @@ func (r *registry) mature(e *entry) {
 	if s != nil {
 		r.mux.flush(s)
 	}
-}
-
-// promote marks e as handed out to the caller, so that a later loss calls
-// OnLost. It reports false, and promotes nothing, if the claim is already
-// known to be gone: Acquire then fails instead of returning a dead claim.
-func (r *registry) promote(e *entry) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if e.isLost() {
-		return false
-	}
-	e.holding = true
-	return true
 }
 
 // end stops reporting e's loss and stops its timer and watch; the entry

@@ -34,11 +34,13 @@ func TestRegistryReportsLoss(t *testing.T) {
 			tm := newTestMux(t)
 			r := newRegistry(tm.mux)
 			lost := make(lossRecorder, 2)
-			r.delay = 0
+			r.holdDelay, r.waitDelay = 0, 0
 			e := r.add("c/", 1, lost)
 			r.setToken(e, tm.e.put(claimKey))
-			if promoted && !r.promote(e) {
-				t.Fatal("promote failed")
+			if promoted {
+				require.True(t, r.promote(e))
+			} else {
+				r.waiting(e)
 			}
 			tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 1 }, "the claim's watch")
 			tm.e.del(claimKey)
@@ -81,7 +83,7 @@ func TestRegistryLossBeforeTheWatch(t *testing.T) {
 			tm := newTestMux(t)
 			tm.e.setLagging(lagging)
 			r := newRegistry(tm.mux)
-			r.delay = 0
+			r.holdDelay = 0
 			gone, kept := make(lossRecorder, 1), make(lossRecorder, 1)
 			eg := r.add("gone/", 1, gone)
 			ek := r.add("kept/", 1, kept)
@@ -139,7 +141,7 @@ func TestRegistryWatchStartsLate(t *testing.T) {
 	t.Run("ReleasedYoung", func(t *testing.T) {
 		tm := newTestMux(t)
 		r := newRegistry(tm.mux)
-		r.delay = time.Hour
+		r.holdDelay = time.Hour
 		e := r.add("c/", 1, make(lossRecorder, 1))
 		r.setToken(e, tm.e.put(claimKey))
 		require.True(t, r.promote(e))
@@ -151,12 +153,35 @@ func TestRegistryWatchStartsLate(t *testing.T) {
 			assert.NotEqual(t, claimKey, string(cr.Key), "a watch created for a claim released young")
 		}
 	})
+	t.Run("WaiterHandedOut", func(t *testing.T) {
+		// A waiter's long wait clock gives way to the hold clock once the
+		// claim is handed out.
+		tm := newTestMux(t)
+		r := newRegistry(tm.mux)
+		r.holdDelay, r.waitDelay = 0, time.Hour
+		e := r.add("c/", 1, make(lossRecorder, 1))
+		r.setToken(e, tm.e.put(claimKey))
+		r.waiting(e)
+		barrier(t, tm)
+		for _, cr := range tm.e.creates(0) {
+			assert.NotEqual(t, claimKey, string(cr.Key), "a watch created for a waiter within its wait delay")
+		}
+		require.True(t, r.promote(e))
+		tm.e.waitFor(t, func() bool {
+			for _, cr := range tm.e.createsLocked(0) {
+				if string(cr.Key) == claimKey {
+					return true
+				}
+			}
+			return false
+		}, "the claim's watch once held")
+	})
 	t.Run("Mature", func(t *testing.T) {
 		tm := newTestMux(t)
 		r := newRegistry(tm.mux)
 		lost := make(lossRecorder, 1)
 		e := r.add("c/", 1, lost)
-		r.delay = 0
+		r.holdDelay = 0
 		r.setToken(e, tm.e.put(claimKey))
 		require.True(t, r.promote(e))
 		tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 1 }, "the claim's watch")
@@ -183,7 +208,7 @@ func TestRegistryNames(t *testing.T) {
 	r.forget(second)
 	assert.Equal(t, "c/1-1", r.add("c/", 1, nil).key, "a forgotten name is used again")
 
-	r.delay = 0
+	r.holdDelay = 0
 	token := tm.e.put(claimKey)
 	r.setToken(e, token)
 	require.True(t, r.promote(e))

@@ -24,6 +24,7 @@ import (
 //
 // While etcd cannot be reached the wait goes on (see retryAfter).
 func (a *acquisition) waitInQueue(ctx context.Context, pred string, rev int64) error {
+	a.b.reg.waiting(a.e)
 	backoff := minBackoff
 	for {
 		if pred != "" {
