@@ -45,7 +45,7 @@ import (
 // timer and watch, before they delete the claim, so their own delete is
 // never reported.
 type registry struct {
-	mux                   *mux
+	mux                  *mux
 	holdDelay, waitDelay time.Duration // the constants, but in tests
 
 	mu      sync.Mutex
