@@ -69,12 +69,15 @@
 //
 // # Watches
 //
-// A claim that has existed for 5ms is watched on its own key, for its
+// A claim that has been held for 2ms is watched on its own key, for its
 // delete only, so that its loss - its lease expired or revoked, an
 // operator's delete - reaches OnLost within one watch delivery. Most locks
 // are released sooner and never cost a watch; a loss in a claim's first
 // moments is found when its watch starts, by a read of the claim's key. A
-// fair waiter watches the claim just ahead of it the same way, so a release
+// claim waiting in the queue is watched once it has waited a second: the
+// check after each wake finds a deleted claim anyway, and the watch only
+// ends such a wait sooner. A fair waiter also watches the claim just ahead
+// of it, on that claim's key, so a release
 // sends an event to the one client waiting behind it, not to every client
 // under the prefix. All of a Backend's watches share one gRPC watch stream
 // and two goroutines, however many locks it holds; the stream is opened

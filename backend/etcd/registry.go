@@ -56,7 +56,7 @@ type registry struct {
 // loss is reported well within the 100 ms that package ashlock aims for),
 // and while it waits in the queue.
 const (
-	holdDelay = 5 * time.Millisecond
+	holdDelay = 2 * time.Millisecond
 	waitDelay = time.Second
 )
 
