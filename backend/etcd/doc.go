@@ -77,13 +77,13 @@
 // claim waiting in the queue is watched once it has waited a second: the
 // check after each wake finds a deleted claim anyway, and the watch only
 // ends such a wait sooner. A fair waiter also watches the claim just ahead
-// of it, on that claim's key, so a release
-// sends an event to the one client waiting behind it, not to every client
-// under the prefix. All of a Backend's watches share one gRPC watch stream
-// and two goroutines, however many locks it holds; the stream is opened
-// again when it fails or its etcd member loses the leader, and every watch
-// resumes from where it was or, if etcd compacted that revision away, is
-// settled by reading its key.
+// of it, on that claim's key, so a release sends an event to the one client
+// waiting behind it, not to every client under the prefix. All of a
+// Backend's watches share one gRPC watch stream and two goroutines,
+// however many locks it holds; the stream is opened again when it fails or
+// its etcd member loses the leader, and every watch resumes from where it
+// was or, if etcd compacted that revision away, is settled by reading its
+// key.
 //
 // # Leases
 //
