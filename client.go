@@ -11,8 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/ash-lock/ashlock/backend"
-	"github.com/ash-lock/ashlock/internal/claimid"
 	"github.com/ash-lock/ashlock/internal/hlc"
 )
 
@@ -36,7 +37,7 @@ type LockClient struct {
 	clock           *hlc.Clock // nil unless cfg.Stamps
 	stampFn         func(backend.Timestamp) (backend.Timestamp, error)
 	owner           string
-	ids             *claimid.Source // nil when be names its claims (backend.ClaimNamer)
+	namesClaims     bool // be names its claims (backend.ClaimNamer): no claim ID to make
 	closed          atomic.Bool
 	closeOnce       sync.Once
 	closeErr        error
@@ -110,9 +111,7 @@ func newClient(cfg LockConfig, be backend.Backend) (*LockClient, error) {
 	}
 	c := &LockClient{cfg: cfg, be: be, log: log, metrics: m, owner: defaultOwner()}
 	_, c.local = be.(backend.Local)
-	if _, named := be.(backend.ClaimNamer); !named {
-		c.ids = claimid.New()
-	}
+	_, c.namesClaims = be.(backend.ClaimNamer)
 	if cfg.Stamps {
 		c.clock = hlc.New(nil, 0)
 		c.stampFn = c.stamp
@@ -124,10 +123,10 @@ func newClient(cfg LockConfig, be backend.Backend) (*LockClient, error) {
 // claimID names an acquisition's claim: a fresh UUID, or "" for a backend
 // that names its claims itself and would not read it.
 func (c *LockClient) claimID() string {
-	if c.ids == nil {
+	if c.namesClaims {
 		return ""
 	}
-	return c.ids.Next()
+	return uuid.NewString()
 }
 
 // stamp gives an acquisition a stamp above prev, the highest stamp of the

@@ -282,9 +282,11 @@ func TestCloseEndsWaitingAcquire(t *testing.T) {
 	t.Cleanup(func() { _ = b.Close() })
 	ctx := testCtx(t)
 	holder := newClient(t, ashlock.LockConfig{}, b)
-	if _, err := holder.Lock("k").Acquire(ctx); err != nil {
+	held, err := holder.Lock("k").Acquire(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer runtime.KeepAlive(held) // a dropped Guard would free the key
 	c, err := ashlock.ConnectWith(ctx, ashlock.LockConfig{}, b)
 	if err != nil {
 		t.Fatal(err)
@@ -343,14 +345,18 @@ func TestManyGuardsCostNoGoroutineEach(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := runtime.NumGoroutine()
+	held := make([]*ashlock.Guard, 0, 10_000) // kept: a dropped Guard is released
 	for i := range 10_000 {
-		if _, err := c.Lock(fmt.Sprint("key/", i)).Acquire(ctx); err != nil {
+		g, err := c.Lock(fmt.Sprint("key/", i)).Acquire(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
+		held = append(held, g)
 	}
 	if after := runtime.NumGoroutine(); after > before+2 {
 		t.Errorf("goroutines grew from %d to %d holding 10,000 guards", before, after)
 	}
+	runtime.KeepAlive(held)
 }
 
 // idRecorder passes every call to a memory backend and records the

@@ -56,4 +56,10 @@
 //     than TTL minus the margin loses the lock.
 //   - Unlock and Close use bounded contexts of their own so that releasing
 //     still works when the caller's context has ended.
+//   - A Guard that becomes unreachable without Unlock is released when the
+//     garbage collector finds it (runtime.AddCleanup), with a warning that
+//     names its key: the counterpart of a Rust guard's release on drop. Go
+//     may collect a value right after its last use, so keep the Guard
+//     reachable for as long as the lock is needed; defer g.Unlock(ctx)
+//     does. A Done channel taken earlier still closes when it is released.
 package ashlock

@@ -67,15 +67,15 @@ func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 	if cli == nil {
 		return nil, errors.New("etcd: New needs a client, got nil")
 	}
-	cfg := config{prefix: DefaultPrefix}
+	l := layout{prefix: DefaultPrefix}
 	for _, o := range opts {
-		o(&cfg)
+		o(&l)
 	}
-	if err := validatePrefix(cfg.prefix); err != nil {
+	if err := validatePrefix(l.prefix); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &Backend{cli: cli, layout: layout{prefix: cfg.prefix}, ctx: ctx, cancel: cancel}
+	b := &Backend{cli: cli, layout: l, ctx: ctx, cancel: cancel}
 	b.reg = newRegistry(newMux(ctx, cli, b.spawn))
 	return b, nil
 }

@@ -18,11 +18,7 @@ const maxPrefixLen = 256
 var ErrBadPrefix = errors.New("etcd: invalid key prefix")
 
 // Option configures a Backend in New.
-type Option func(*config)
-
-type config struct {
-	prefix string
-}
+type Option func(*layout)
 
 // WithPrefix sets the etcd key prefix under which the Backend keeps every
 // key it reads or writes (default DefaultPrefix, "ashlock/"). Give each
@@ -33,7 +29,7 @@ type config struct {
 // characters and end in '/'; otherwise New fails with an error wrapping
 // ErrBadPrefix.
 func WithPrefix(p string) Option {
-	return func(c *config) { c.prefix = p }
+	return func(l *layout) { l.prefix = p }
 }
 
 // validatePrefix checks p against the rules documented on WithPrefix. The

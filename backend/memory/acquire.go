@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/google/uuid"
+
 	"github.com/ash-lock/ashlock/backend"
 )
 
@@ -84,7 +86,7 @@ func (b *Backend) admit(req *backend.AcquireRequest, held *backend.Claim) (*clai
 	c.key, c.lease, c.id, c.owner, c.onLost = k, l, req.ID, req.Owner, req.OnLost
 	if c.id == "" {
 		if c.name == "" {
-			c.name = b.ids.Next()
+			c.name = uuid.NewString()
 		}
 		c.id = c.name
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ash-lock/ashlock/backend"
-	"github.com/ash-lock/ashlock/internal/claimid"
 )
 
 // ErrInvalidTTL is returned by Grant for a TTL that is zero or negative.
@@ -47,7 +46,6 @@ type Backend struct {
 	keys   map[string]*keyState
 	parked *keyState // the one idle key left in keys; see parkLocked
 	free   []*claim  // recycled claims; see newClaimLocked
-	ids    *claimid.Source
 	// stamps is the highest stamp recorded per key. It outlives the key's
 	// keyState on purpose: the next holder must see it even after the key
 	// was free for a while. It only grows with keys that were stamped.
@@ -67,7 +65,6 @@ func New(opts ...Option) *Backend {
 		leases: make(map[backend.LeaseID]*lease),
 		keys:   make(map[string]*keyState),
 		stamps: make(map[string]backend.Timestamp),
-		ids:    claimid.New(),
 	}
 	for _, o := range opts {
 		o(b)

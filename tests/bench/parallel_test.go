@@ -3,11 +3,14 @@ package bench_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/ash-lock/ashlock"
 )
 
 // parallelClients is how many clients acquire at once in
@@ -31,8 +34,13 @@ func BenchmarkAcquireParallel(b *testing.B) {
 	}{
 		{"ashlock", func(b *testing.B, ctr *rpcCounter, prefix string, _ int) acquireFunc {
 			c, _ := newAshlock(b, newEtcd(b, ctr), prefix)
+			// The guards are kept: a Guard that becomes unreachable is
+			// released, and the benchmark holds what it takes.
+			var held []*ashlock.Guard
+			b.Cleanup(func() { runtime.KeepAlive(held) })
 			return func(ctx context.Context, seq int64) error {
-				_, err := c.Lock(fmt.Sprint("k/", seq)).Acquire(ctx)
+				g, err := c.Lock(fmt.Sprint("k/", seq)).Acquire(ctx)
+				held = append(held, g)
 				return err
 			}
 		}},

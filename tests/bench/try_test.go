@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"errors"
+	"runtime"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -23,9 +24,13 @@ func BenchmarkTryAcquireHeld(b *testing.B) {
 		compact(b, holderCli)
 		holder, _ := newAshlock(b, holderCli, prefix)
 		ctx := runCtx(b)
-		if _, err := holder.Lock("k").Acquire(ctx); err != nil {
+		held, err := holder.Lock("k").Acquire(ctx)
+		if err != nil {
 			b.Fatal(err)
 		}
+		// Kept reachable: a dropped Guard is released, and the key must
+		// stay held throughout.
+		b.Cleanup(func() { runtime.KeepAlive(held) })
 		var ctr rpcCounter
 		c, _ := newAshlock(b, newEtcd(b, &ctr), prefix)
 		lock := c.Lock("k")

@@ -80,11 +80,15 @@ func TestCloseLeavesNothingUnderThePrefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var guards []*ashlock.Guard // kept: Close, not the GC, is to release them
 	for i := range 20 {
-		if _, err := c.Lock(fmt.Sprint("k", i)).Acquire(ctx); err != nil {
+		g, err := c.Lock(fmt.Sprint("k", i)).Acquire(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
+		guards = append(guards, g)
 	}
+	defer runtime.KeepAlive(guards)
 	// A wait on a held key, cancelled by its context...
 	held, err := holder.Lock("busy").Acquire(ctx)
 	if err != nil {
