@@ -9,10 +9,12 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// Release deletes claim c in one Txn that compares on its identity (key +
-// create revision, c.Token). It never deletes another claim - not a later
-// claim under the same name, not the next holder - so a retried or late
-// Release is harmless. A claim already gone gives nil.
+// Release deletes claim c in one request. It never deletes another claim -
+// not a later claim under the same name, not the next holder - so a
+// retried or late Release is harmless: the delete compares on the claim's
+// identity (key + create revision, c.Token), or, for the claim the Backend
+// handed out and still has as held, goes by its name, which no other claim
+// can have meanwhile. A claim already gone gives nil.
 //
 // OnLost is not called for c once Release has been called, whatever its
 // outcome. Release blocks for one round trip; failures wrap
@@ -24,14 +26,23 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 		return err
 	}
 	key := b.ClaimKey(c)
+	token := int64(c.Token)
 	// End the entry before the delete is sent, so that the delete is not
-	// taken for a loss. Only the claim that Acquire handed out has one;
-	// token 0 names no claim.
-	e := b.reg.held(key, int64(c.Token))
+	// taken for a loss. Only the claim that Acquire handed out has one.
+	e := b.reg.held(key, token)
 	if e != nil {
 		b.reg.end(e)
+		// Its name is this claim's alone until the entry is forgotten, so
+		// a delete by name removes this claim, or, if it has gone, a stray
+		// of an abandoned acquisition that is no one's: a plain Delete is
+		// as safe as the Txn and cheaper. A release the registry cannot
+		// vouch for (late, retried after the entry went, misaddressed, or
+		// with token 0, which names no claim) compares on the token.
+		token = 0
+	} else if token == 0 {
+		return nil
 	}
-	if err := b.deleteClaim(ctx, key, int64(c.Token)); err != nil {
+	if err := b.deleteClaim(ctx, key, token); err != nil {
 		return rpcError(ctx, "release", err)
 	}
 	if e != nil {
