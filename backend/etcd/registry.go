@@ -71,7 +71,7 @@ type entry struct {
 
 	// Guarded by registry.mu.
 	token   int64       // create revision; 0 until known
-	timer   *time.Timer // starts the watch; nil until the token is known
+	timer   *time.Timer // starts the watch; nil until the claim waits or is handed out
 	watch   *keyWatch
 	holding bool // Acquire has handed the claim out
 	ended   bool // released or abandoned: its loss is no longer reported
