@@ -42,6 +42,11 @@ func BenchmarkAdmit(b *testing.B) {
 			return nil
 		})
 	})
+	b.Run("shared/readers-one-resource", func(b *testing.B) {
+		// Readers of one shared lock, each with a token of its own.
+		var f fencing.Fence
+		benchParallel(b, func(i int, _ uint64) error { return f.AdmitShared("hot", uint64(1000+i%64)) })
+	})
 	b.Run("stale", func(b *testing.B) {
 		// Every request refused: the cost of turning a stale holder away.
 		var f fencing.Fence

@@ -59,4 +59,14 @@
 // highest token next to its data and compare with ValidateWrite instead.
 // Tokens are comparable only among acquisitions of the same lock key, so
 // give each key its own resource name.
+//
+// # Shared holders
+//
+// The readers of a shared (read/write) lock hold the key together, each with
+// a token of its own, and their requests reach the resource in any order.
+// Admit would let a later reader's token turn an earlier reader away, so
+// readers use AdmitShared: it refuses only tokens older than the last
+// exclusive holder's, and raises the mark that exclusive holders are
+// checked against. A writer older than any admitted reader, and a reader
+// older than the last admitted writer, are both refused.
 package fencing

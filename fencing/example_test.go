@@ -41,6 +41,30 @@ func ExampleFence_Admit() {
 	// 8
 }
 
+// Readers of a shared lock hold tokens of their own, and may reach the
+// resource in any order: AdmitShared lets them all through, while a writer
+// older than any of them, or a reader older than the last writer, is
+// refused.
+func ExampleFence_AdmitShared() {
+	var f fencing.Fence
+
+	fmt.Println(f.Admit("report", 5))       // writer
+	fmt.Println(f.AdmitShared("report", 9)) // a reader queued after it
+	fmt.Println(f.AdmitShared("report", 8)) // another reader, arriving late: fine
+	err := f.Admit("report", 7)             // a writer older than the readers
+	fmt.Println(errors.Is(err, fencing.ErrStaleToken))
+	fmt.Println(f.Admit("report", 12)) // the next writer
+	err = f.AdmitShared("report", 9)   // the old reader, after it
+	fmt.Println(errors.Is(err, fencing.ErrStaleToken))
+	// Output:
+	// <nil>
+	// <nil>
+	// <nil>
+	// true
+	// <nil>
+	// true
+}
+
 // account is a resource that fences every request, reads included.
 type account struct {
 	mu      sync.Mutex // makes each check and the access it guards one step

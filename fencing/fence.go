@@ -5,68 +5,132 @@ import (
 	"sync/atomic"
 )
 
-// Fence keeps a high-water mark of admitted tokens per resource name. The
-// zero Fence is ready to use and holds a mark of 0 for every resource. A
+// Fence keeps high-water marks of admitted tokens per resource name. The
+// zero Fence is ready to use and holds marks of 0 for every resource. A
 // Fence is safe for concurrent use by any number of goroutines and must not
 // be copied after first use.
+//
+// Per resource it keeps two marks: the highest token of any admitted
+// operation (H) and the highest token admitted by Admit, for an exclusive
+// holder (E). Admit(t) needs t >= H and then sets E = H = t; AdmitShared(t)
+// needs t >= E and then raises H to t. So shared holders (readers) never
+// refuse each other, a stale exclusive holder is refused after a newer
+// shared one, and a stale shared holder after a newer exclusive one.
 //
 // A Fence never forgets a resource; see the package documentation for what
 // that means for the set of names, and for why reads should be admitted as
 // well as writes.
 type Fence struct {
-	// marks maps a resource name to its *atomic.Uint64 mark. A sync.Map
-	// suits the access pattern: each resource's entry is written once and
-	// then only read, so lookups take no lock; the mark itself moves by
-	// compare-and-swap, so admissions to different resources never contend
-	// and admissions to one resource contend only on its own word.
-	marks sync.Map
+	// byResource maps a resource name to its *marks. A sync.Map suits
+	// the access pattern: each resource's entry is written once and then
+	// only read, so lookups take no lock.
+	byResource sync.Map
 }
 
-// Admit decides whether a request carrying token may proceed against
-// resource. If token is at least the resource's mark, Admit raises the mark
+// marks are one resource's two marks. Both only ever grow, and e <= h.
+// They are read without the lock, so a request that changes nothing (the
+// current holder's next request) takes no lock; they are changed only
+// under mu, h before e, so that a reader that loads h and then e never sees
+// e above the h it loaded.
+type marks struct {
+	mu   sync.Mutex
+	h, e atomic.Uint64
+}
+
+// Admit decides whether a request of an exclusive holder carrying token
+// may proceed against resource. If token is at least the highest token
+// admitted for resource (by Admit or AdmitShared), Admit raises both marks
 // to token and returns nil. Otherwise it returns a *StaleTokenError (which
-// wraps ErrStaleToken) and leaves the mark unchanged.
+// wraps ErrStaleToken) and leaves the marks unchanged.
 //
-// Admit never blocks. Calls for the same resource are linearizable: once an
-// Admit of some token has returned nil, every Admit of a smaller token for
-// that resource, started afterwards, fails.
+// Admit never blocks on anything but other admissions to the same resource
+// (briefly, and only when a mark must move). Calls for the same resource
+// are linearizable: once an Admit or AdmitShared of some token has returned
+// nil, every Admit of a smaller token for that resource, started
+// afterwards, fails.
 //
 // Admit only decides. Make it and the request it guards one step with
 // respect to other requests on the same resource (see the package
 // documentation), or a stale request may still be applied after a newer one.
 func (f *Fence) Admit(resource string, token uint64) error {
-	mark := f.mark(resource)
-	for {
-		cur := mark.Load()
-		if !ValidateWrite(token, cur) {
-			return &StaleTokenError{Resource: resource, Token: token, Highest: cur}
-		}
-		// Raise the mark only if nobody moved it since the load; if
-		// someone did, look again: the new mark may now exceed token.
-		if token == cur || mark.CompareAndSwap(cur, token) {
-			return nil
-		}
+	m := f.of(resource)
+	// Lock-free first, loading e and then h. Both only grow, so a token
+	// below h is stale at the moment h was loaded; and e <= h always, so if
+	// both equalled token when loaded, both did at the moment h was loaded,
+	// and there is nothing to change (the current holder's next request).
+	e := m.e.Load()
+	h := m.h.Load()
+	if !ValidateWrite(token, h) {
+		return &StaleTokenError{Resource: resource, Token: token, Highest: h}
 	}
+	if e == token && h == token {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h = m.h.Load()
+	if !ValidateWrite(token, h) {
+		return &StaleTokenError{Resource: resource, Token: token, Highest: h}
+	}
+	m.h.Store(token)
+	m.e.Store(token)
+	return nil
 }
 
-// Highest returns the largest token admitted for resource, or 0 if none
-// has been. It never blocks and does not record resource. The value may be
-// outdated by the time the caller looks at it if other goroutines are
-// admitting tokens for the same resource.
+// AdmitShared decides whether a request of a shared holder (a reader of a
+// shared lock) carrying token may proceed against resource. If token is at
+// least the highest token admitted by Admit for resource, AdmitShared
+// raises the resource's highest admitted token to token (if it is higher)
+// and returns nil: shared holders never refuse one another, whatever order
+// their tokens arrive in. Otherwise it returns a *StaleTokenError (which
+// wraps ErrStaleToken) reporting the exclusive mark, and changes nothing.
+//
+// It blocks like Admit and is linearizable with it: once an Admit of some
+// token has returned nil, every AdmitShared of a smaller token for that
+// resource, started afterwards, fails; and once an AdmitShared of some
+// token has returned nil, every Admit of a smaller token fails.
+func (f *Fence) AdmitShared(resource string, token uint64) error {
+	m := f.of(resource)
+	// Lock-free: h first, then e. If token lies between them, then at the
+	// moment e was loaded e <= token <= h (h only grows): admitted, and
+	// there is nothing to change.
+	h := m.h.Load()
+	e := m.e.Load()
+	if token < e {
+		return &StaleTokenError{Resource: resource, Token: token, Highest: e}
+	}
+	if token <= h {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.e.Load(); token < e {
+		return &StaleTokenError{Resource: resource, Token: token, Highest: e}
+	}
+	if token > m.h.Load() {
+		m.h.Store(token)
+	}
+	return nil
+}
+
+// Highest returns the largest token admitted for resource, by Admit or
+// AdmitShared, or 0 if none has been. It never blocks and does not record
+// resource. The value may be outdated by the time the caller looks at it
+// if other goroutines are admitting tokens for the same resource.
 func (f *Fence) Highest(resource string) uint64 {
-	if v, ok := f.marks.Load(resource); ok {
-		return v.(*atomic.Uint64).Load()
+	if v, ok := f.byResource.Load(resource); ok {
+		return v.(*marks).h.Load()
 	}
 	return 0
 }
 
-// mark returns resource's mark, creating it at 0 on first use.
-func (f *Fence) mark(resource string) *atomic.Uint64 {
-	// Load first: LoadOrStore would allocate a fresh mark on every call,
+// of returns resource's marks, creating them at 0 on first use.
+func (f *Fence) of(resource string) *marks {
+	// Load first: LoadOrStore would allocate fresh marks on every call,
 	// and after a resource's first request the entry is always there.
-	if v, ok := f.marks.Load(resource); ok {
-		return v.(*atomic.Uint64)
+	if v, ok := f.byResource.Load(resource); ok {
+		return v.(*marks)
 	}
-	v, _ := f.marks.LoadOrStore(resource, new(atomic.Uint64))
-	return v.(*atomic.Uint64)
+	v, _ := f.byResource.LoadOrStore(resource, new(marks))
+	return v.(*marks)
 }
