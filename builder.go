@@ -246,7 +246,7 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 	}
 
 	s.mu.Lock()
-	s.claim, s.hasStamp = claim, req.Stamp != nil
+	s.claim = claim
 	if timed {
 		s.acquired, s.timed = c.wd.now(), true
 	}

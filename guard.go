@@ -44,9 +44,8 @@ type guardState struct {
 	// (see watchdog.now), for the hold-time metric; set only if timed.
 	acquired int64
 
-	listed   bool // on lease.guards; guarded by watchdog.mu
-	timed    bool // a metrics SDK recorded the acquisition; read-only after Acquire
-	hasStamp bool // read-only after Acquire
+	listed bool // on lease.guards; guarded by watchdog.mu
+	timed  bool // a metrics SDK recorded the acquisition; read-only after Acquire
 	// counted: the guard was handed out and is counted in the held gauge;
 	// whoever ends it takes it out again, exactly once. Guarded by mu.
 	counted bool
@@ -71,8 +70,8 @@ func newGuard(s *guardState) *Guard {
 }
 
 // dropped releases s, whose Guard was collected. It runs on the runtime's
-// cleanup goroutine, so it must not block: a remote release runs on a
-// goroutine of the client's.
+// cleanup goroutine, so it must not block: a remote release is handed to
+// the client's background retrier.
 func dropped(s *guardState) {
 	if !s.end(ErrUnlocked) {
 		return // unlocked, closed or poisoned already
@@ -84,7 +83,8 @@ func dropped(s *guardState) {
 		_ = c.release(context.Background(), s)
 		return
 	}
-	c.goRelease(s)
+	c.wd.leave(s.lease, s)
+	c.queueRelease(pendingRelease{lease: s.lease, claim: s.claim})
 }
 
 // Key returns the key the guard holds (or held).
@@ -110,7 +110,7 @@ func (g *Guard) Stamp() (Timestamp, bool) {
 	s := g.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.claim.Stamp, s.hasStamp
+	return s.claim.Stamp, s.client.clock != nil
 }
 
 // Deadline returns the end of the guard's local validity as it stands now:

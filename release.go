@@ -8,7 +8,8 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// pendingRelease is a release that could not reach the backend.
+// pendingRelease is a release left to the background retrier: one that
+// could not reach the backend, or that of a dropped guard.
 type pendingRelease struct {
 	lease *lease
 	claim backend.Claim
@@ -53,22 +54,6 @@ func (c *LockClient) release(ctx context.Context, s *guardState) error {
 	c.log.Warn("ashlock: release failed; retrying in the background", "key", claim.Key, "token", claim.Token, "err", err)
 	c.queueRelease(pendingRelease{lease: s.lease, claim: *claim})
 	return withCtx(ctx, fmt.Errorf("%w: release of %q: %w", ErrUnavailable, claim.Key, err))
-}
-
-// goRelease releases s on a goroutine of the client's, unless Close has
-// begun (Close revokes the leases, which removes the claim).
-func (c *LockClient) goRelease(s *guardState) {
-	c.releasesMu.Lock()
-	defer c.releasesMu.Unlock()
-	if c.releasesStopped {
-		c.wd.leave(s.lease, s)
-		return
-	}
-	c.wd.wg.Add(1)
-	go func() {
-		defer c.wd.wg.Done()
-		_ = c.release(context.Background(), s)
-	}()
 }
 
 // queueRelease keeps retrying a failed release until it succeeds, the lease

@@ -104,10 +104,7 @@ func (b *Backend) closed(op string) error {
 	return nil
 }
 
-// sleep waits d, or until the Backend is closed; it reports whether d
-// passed.
-func (b *Backend) sleep(d time.Duration) bool { return sleep(b.ctx, d) }
-
+// sleep waits d, or until ctx ends; it reports whether d passed.
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()

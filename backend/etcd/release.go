@@ -26,37 +26,35 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 		return err
 	}
 	key := b.ClaimKey(c)
-	token := int64(c.Token)
-	// End the entry before the delete is sent, so that the delete is not
-	// taken for a loss. Only the claim that Acquire handed out has one.
-	e := b.reg.held(key, token)
-	if e != nil {
-		b.reg.end(e)
-		// Its name is this claim's alone until the entry is forgotten, so
-		// a delete by name removes this claim, or, if it has gone, a stray
-		// of an abandoned acquisition that is no one's: a plain Delete is
-		// as safe as the Txn and cheaper. A release the registry cannot
-		// vouch for (late, retried after the entry went, misaddressed, or
-		// with token 0, which names no claim) compares on the token.
-		token = 0
-	} else if token == 0 {
-		return nil
+	e := b.reg.held(key, int64(c.Token))
+	if e == nil {
+		// A release the registry cannot vouch for (late, retried after the
+		// entry went, misaddressed) compares on the token; token 0 names
+		// no claim.
+		if c.Token == 0 {
+			return nil
+		}
+		return rpcError(ctx, "release", b.deleteClaim(ctx, key, int64(c.Token)))
 	}
-	if err := b.deleteClaim(ctx, key, token); err != nil {
+	// End the entry before the delete is sent, so that the delete is not
+	// taken for a loss. Its name is this claim's alone until the entry is
+	// forgotten, so a delete by name removes this claim, or, if it has
+	// gone, a stray of an abandoned acquisition that is no one's: as safe
+	// as the Txn, and cheaper.
+	b.reg.end(e)
+	if err := b.deleteClaim(ctx, key, 0); err != nil {
 		return rpcError(ctx, "release", err)
 	}
-	if e != nil {
-		b.reg.forget(e) // deleted now or gone already: the name is free
-	}
+	b.reg.forget(e) // deleted now or gone already: the name is free
 	return nil
 }
 
 // deleteClaim removes the claim at key: the incarnation created at revision
-// token, or, with token 0 (a failed Acquire that never learnt its create
-// revision), whatever is under the name. The name alone is safe then: it
-// stays registered to that acquisition until this delete succeeds, so no
-// other claim of this Backend can be under it, and claims of other
-// Backends are under other leases' names.
+// token, or, with token 0 (the release of a claim still registered, or a
+// failed Acquire that never learnt its create revision), whatever is under
+// the name. The name alone is safe then: it stays registered to that claim
+// until this delete succeeds, so no other claim of this Backend can be
+// under it, and claims of other Backends are under other leases' names.
 func (b *Backend) deleteClaim(ctx context.Context, key string, token int64) error {
 	if token == 0 {
 		_, err := b.cli.Delete(ctx, key)
@@ -98,7 +96,7 @@ func (b *Backend) discard(ctx context.Context, e *entry, token int64, now bool) 
 		return
 	}
 	retry := func() {
-		for backoff := minBackoff; b.sleep(backoff) && !try(b.ctx, cleanupTimeout); backoff = min(2*backoff, maxBackoff) {
+		for backoff := minBackoff; sleep(b.ctx, backoff) && !try(b.ctx, cleanupTimeout); backoff = min(2*backoff, maxBackoff) {
 		}
 	}
 	if !b.spawn(retry) && !now {
