@@ -487,3 +487,18 @@ func tryHeldThenRelease(t *testing.T, b *etcd.Backend, l backend.Lease, c backen
 		t.Fatal(err)
 	}
 }
+
+// A Release that names a held claim without its token (token 0, which no
+// claim has) removes nothing: neither the claim under that name nor
+// anything else, even though the held claim's own release goes by name.
+func TestReleaseWithoutTokenRemovesNothing(t *testing.T) {
+	prefix := uniquePrefix(t)
+	b, operator := newBackend(t, shared, prefix)
+	held := acquire(t, b, request("k", grant(t, b, 30*time.Second), "H"))
+	forged := held
+	forged.Token = 0
+	require.NoError(t, b.Release(testCtx(t, waitBound), forged))
+	require.Equal(t, []string{b.ClaimKey(held)}, keys(t, operator, prefix+"claims/"), "claims after a Release with token 0")
+	require.NoError(t, b.Release(testCtx(t, waitBound), held))
+	require.Empty(t, keys(t, operator, prefix+"claims/"), "claims after the holder's own Release")
+}
