@@ -38,6 +38,18 @@ var (
 	ErrUnavailable = errors.New("ashlock: backend unavailable")
 	// ErrClosed: the Backend (or the client using it) has been closed.
 	ErrClosed = errors.New("ashlock: closed")
+	// ErrPermitMismatch: the request's permit count differs from that of
+	// the claims already queued on the key (plain and shared claims count
+	// as one permit).
+	ErrPermitMismatch = errors.New("ashlock: permit count differs from the key's")
+)
+
+// Limits of the queue model, enforced by the root package and checked again
+// by backends.
+const (
+	MaxPermits  = 1024     // AcquireRequest.Permits is at most this
+	MaxKeys     = 64       // a multi-key request names at most this many keys
+	MaxValueLen = 64 << 10 // AcquireRequest.Value and SetValue hold at most this many bytes
 )
 
 // ContextError is the error a Backend method returns when ctx ended while
@@ -66,9 +78,44 @@ type Lease struct {
 	TTL time.Duration
 }
 
-// AcquireRequest asks for a claim on Key bound to Lease.
+// AcquireRequest asks for a claim on Key (or on every key of Keys) bound
+// to Lease.
+//
+// # The queue model
+//
+// Every key has one queue of claims, ordered by token. A claim is of one
+// of three kinds, and it holds the key once the claims ahead of it allow:
+//
+//   - exclusive (Shared false, Permits <= 1): no claim at all is ahead;
+//   - shared (Shared true): no exclusive claim is ahead, so a run of
+//     shared claims holds together and a writer queued between readers
+//     keeps the readers behind it waiting (readers never starve writers);
+//   - counted (Permits n > 1): fewer than n claims are ahead. Each holder
+//     holds a permit number in 0..n-1 that no other holder of the key has,
+//     the lowest one free when it came to hold the key, so that every
+//     token issued for a permit exceeds the earlier tokens of that permit.
+//
+// All claims queued on a key agree on n (exclusive and shared claims count
+// as n = 1): a request with another n fails with ErrPermitMismatch and
+// leaves nothing behind. A multi-key request (Keys) makes one claim per key
+// at once, all with the same token, and holds once it holds at every key;
+// since one token orders two overlapping requests the same way at every
+// key they share, multi-key requests never deadlock each other or plain
+// ones.
 type AcquireRequest struct {
 	Key string // already validated: non-empty UTF-8, no control characters, <= 1024 bytes
+	// Keys, when non-nil, asks for a claim on each of its keys at once
+	// (LockAll): 1 to MaxKeys valid keys, sorted and distinct, with Keys[0]
+	// equal to Key. Nil means Key alone.
+	Keys []string
+	// Shared asks for a shared claim; Permits must then be 0 or 1.
+	Shared bool
+	// Permits is the number of holders the key admits at once, 1 to
+	// MaxPermits; 0 means 1. Multi-key requests use 0 or 1.
+	Permits int
+	// Value is published with the claim (Inspect's Holders show it); at
+	// most MaxValueLen bytes. The Backend keeps its own copy.
+	Value []byte
 	// ID is a fresh random UUID per acquisition, or empty when the Backend
 	// implements ClaimNamer. A Backend may name the claim by it, or by a
 	// name of its own that no other acquisition uses meanwhile
@@ -78,12 +125,14 @@ type AcquireRequest struct {
 	ID    string
 	Lease LeaseID
 	Owner string // free-form label reported by Inspect
-	// Wait false asks for TryAcquire semantics: succeed at once or fail with
-	// ErrLocked, leaving nothing behind.
+	// Wait false asks for TryAcquire semantics: succeed at once, if a claim
+	// made now would hold every key at once, or fail with ErrLocked,
+	// leaving nothing behind.
 	Wait bool
 	// Fair true (the usual case) queues the claim in strict FIFO order of
 	// request. Fair false does not take a place in the queue: the request
-	// waits until no claim is queued for the key and then takes it; queued
+	// waits until a claim made now would hold every key at once (for an
+	// exclusive claim: until no claim is queued) and then takes it; queued
 	// fair requests always go first. Both kinds exclude each other.
 	Fair bool
 	// Stamp, when non-nil, stamps the acquisition. The Backend calls it once
@@ -113,9 +162,19 @@ type LossFunc func(cause error)
 // ClaimLost calls f(cause).
 func (f LossFunc) ClaimLost(cause error) { f(cause) }
 
-// Claim is a claim that holds its key.
+// AllKeys returns the keys the request claims: Keys, or Key alone.
+func (r *AcquireRequest) AllKeys() []string {
+	if r.Keys != nil {
+		return r.Keys
+	}
+	return []string{r.Key}
+}
+
+// Claim is a claim that holds its key (every key of Keys, for a multi-key
+// claim).
 type Claim struct {
-	Key string
+	Key  string
+	Keys []string // as in the request: nil unless the claim is multi-key
 	// ID is the claim's name in the store: AcquireRequest.ID or a name the
 	// Backend chose. No other live claim of Key has it, but a later claim
 	// of Key may reuse it once this one is gone; Token tells them apart.
@@ -127,22 +186,48 @@ type Claim struct {
 	Token      uint64
 	AcquiredAt time.Time // when the claim came to hold the key (store's or local clock)
 	Stamp      Timestamp // zero unless the request had a Stamp function
+	Shared     bool      // as in the request
+	Permits    int       // as in the request, 0 read as 1
+	Permit     int       // the permit held, 0..Permits-1; 0 for exclusive and shared claims
+	Value      []byte    // the value published with the claim (the Backend's copy: do not modify)
 }
 
-// Waiter is a claim queued behind the holder of a key.
+// AllKeys returns the keys the claim holds: Keys, or Key alone.
+func (c *Claim) AllKeys() []string {
+	if c.Keys != nil {
+		return c.Keys
+	}
+	return []string{c.Key}
+}
+
+// Waiter is a claim queued behind the holders of a key.
 type Waiter struct {
-	Owner string
-	Token uint64
+	Owner  string
+	Token  uint64
+	Shared bool
+}
+
+// Holder is one claim that holds a key.
+type Holder struct {
+	Owner      string
+	Token      uint64
+	Permit     int
+	Shared     bool
+	Value      []byte
+	AcquiredAt time.Time
+	Stamp      Timestamp
 }
 
 // LockInfo describes the state of one key.
 type LockInfo struct {
 	Key        string
 	Held       bool
-	Owner      string    // holder's label; empty when not held
-	Token      uint64    // holder's fencing token; 0 when not held
+	Owner      string    // oldest holder's label; empty when not held
+	Token      uint64    // oldest holder's fencing token; 0 when not held
 	AcquiredAt time.Time // zero when not held
-	Stamp      Timestamp // holder's stamp, if it had one
+	Stamp      Timestamp // oldest holder's stamp, if it had one
+	Permits    int       // the permit count the key's claims agree on; 0 when none is queued
+	Holders    []Holder  // every holder, oldest first (one for an exclusive lock)
 	Waiters    []Waiter  // fair waiters in queue order
 }
 
@@ -169,7 +254,8 @@ type Backend interface {
 	// On success the claim holds the key. On failure nothing is left
 	// behind: a claim created for the request is removed, even when ctx has
 	// ended (the Backend uses a bounded context of its own for that).
-	// Errors: ErrLocked (req.Wait false and the key is held), ErrLeaseExpired
+	// Errors: ErrLocked (req.Wait false and the key is held),
+	// ErrPermitMismatch (see AcquireRequest), ErrLeaseExpired
 	// (the lease or the claim vanished while waiting), ErrUnavailable,
 	// ErrClosed, or ctx's error joined with the cause.
 	Acquire(ctx context.Context, req AcquireRequest) (Claim, error)
@@ -180,6 +266,12 @@ type Backend interface {
 	// already gone returns nil. After Release returns nil, OnLost is not
 	// called for that claim.
 	Release(ctx context.Context, c Claim) error
+
+	// SetValue replaces the value published with c (on every key of a
+	// multi-key claim) in one write that compares on the claim's identity.
+	// If the store no longer has the claim it changes nothing and returns
+	// an error wrapping ErrLeaseExpired. v is at most MaxValueLen bytes.
+	SetValue(ctx context.Context, c Claim, v []byte) error
 
 	// Inspect reports the state of key. A free key gives Held == false and
 	// a nil error.

@@ -110,8 +110,9 @@ type stampJSON struct {
 }
 
 type waiterJSON struct {
-	Owner string `json:"owner"`
-	Token uint64 `json:"token"`
+	Owner  string `json:"owner"`
+	Token  uint64 `json:"token"`
+	Shared bool   `json:"shared,omitempty"`
 }
 
 func writeInfoJSON(w io.Writer, info ashlock.LockInfo) error {

@@ -87,7 +87,7 @@ func TestInspectShowsHolderAndWaitersInOrder(t *testing.T) {
 		if got.AcquiredAt == nil || !got.AcquiredAt.Equal(info.AcquiredAt) {
 			t.Errorf("acquired_at = %v, want %v", got.AcquiredAt, info.AcquiredAt)
 		}
-		want := []waiterJSON{{"first", info.Waiters[0].Token}, {"second", info.Waiters[1].Token}}
+		want := []waiterJSON{{Owner: "first", Token: info.Waiters[0].Token}, {Owner: "second", Token: info.Waiters[1].Token}}
 		if len(got.Waiters) != 2 || got.Waiters[0] != want[0] || got.Waiters[1] != want[1] {
 			t.Errorf("waiters = %+v, want %+v", got.Waiters, want)
 		}
