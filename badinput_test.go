@@ -3,6 +3,7 @@ package ashlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,24 @@ func TestBadInputIsRefusedWithSentinel(t *testing.T) {
 		}, []error{ashlock.ErrInvalidConfig}},
 		{"zero interval", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.Lock("k").WithWatchdogInterval(0) }, []error{ashlock.ErrInvalidConfig}},
 		{"owner not UTF-8", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.Lock("k").WithOwner("\xff") }, []error{ashlock.ErrInvalidConfig}},
+		{"zero permits", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.Lock("k").WithPermits(0) }, []error{ashlock.ErrInvalidConfig}},
+		{"negative permits", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.Lock("k").WithPermits(-3) }, []error{ashlock.ErrInvalidConfig}},
+		{"1025 permits", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.Lock("k").WithPermits(1025) }, []error{ashlock.ErrInvalidConfig}},
+		{"shared with permits", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.Lock("k").Shared().WithPermits(2) }, []error{ashlock.ErrInvalidConfig}},
+		{"value over 64 KiB", func(c *ashlock.LockClient) *ashlock.LockBuilder {
+			return c.Lock("k").WithValue(make([]byte, 64<<10+1))
+		}, []error{ashlock.ErrInvalidConfig}},
+		{"LockAll without keys", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.LockAll() }, []error{ashlock.ErrInvalidKey}},
+		{"LockAll with a duplicate", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.LockAll("k", "j", "k") }, []error{ashlock.ErrInvalidKey}},
+		{"LockAll with an empty key", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.LockAll("k", "") }, []error{ashlock.ErrInvalidKey}},
+		{"LockAll of 65 keys", func(c *ashlock.LockClient) *ashlock.LockBuilder {
+			keys := []string{"k"}
+			for i := range 64 {
+				keys = append(keys, fmt.Sprintf("k%d", i))
+			}
+			return c.LockAll(keys...)
+		}, []error{ashlock.ErrInvalidConfig}},
+		{"LockAll with permits", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.LockAll("k", "j").WithPermits(2) }, []error{ashlock.ErrInvalidConfig}},
 		{"every problem at once", func(c *ashlock.LockClient) *ashlock.LockBuilder {
 			return c.Lock("").WithTTL(-1).WithWatchdogInterval(-1)
 		}, []error{ashlock.ErrInvalidKey, ashlock.ErrInvalidTTL, ashlock.ErrInvalidConfig}},
@@ -62,9 +81,11 @@ func TestBadInputIsRefusedWithSentinel(t *testing.T) {
 					}
 				}
 			}
-			info, err := c.Inspect(ctx, "k")
-			if err != nil || info.Held || len(info.Waiters) != 0 {
-				t.Errorf("after refused calls Inspect(k) = %+v, %v; want free", info, err)
+			for _, key := range []string{"k", "j"} {
+				info, err := c.Inspect(ctx, key)
+				if err != nil || info.Held || len(info.Waiters) != 0 {
+					t.Errorf("after refused calls Inspect(%s) = %+v, %v; want free", key, info, err)
+				}
 			}
 		})
 	}

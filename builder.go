@@ -14,8 +14,9 @@ import (
 // maxOwnerLen bounds owner labels, which are stored with every claim.
 const maxOwnerLen = 256
 
-// A LockBuilder describes a lock on one key; Acquire, TryAcquire and Do
-// take it. Setters never fail and return a new builder, leaving the
+// A LockBuilder describes a lock on one key (Lock) or on a set of keys
+// (LockAll): exclusive by default, shared with Shared, counted with
+// WithPermits. Acquire, TryAcquire and Do take it. Setters never fail and return a new builder, leaving the
 // receiver unchanged, so a builder can be kept and reused (for example one
 // per key, built once). Every problem with the key or the options is
 // reported, all at once, by the call that takes the lock.
@@ -24,7 +25,13 @@ const maxOwnerLen = 256
 type LockBuilder struct {
 	client      *LockClient
 	key         string
+	keys        []string // LockAll's keys, sorted; nil for Lock and for LockAll of one key
+	keysErr     error    // what LockAll found wrong with its keys
+	all         bool     // made by LockAll
 	owner       string
+	value       []byte
+	permits     int // 0: not set (one)
+	shared      bool
 	ttl         time.Duration
 	interval    time.Duration
 	ttlSet      bool
@@ -69,12 +76,68 @@ func (b *LockBuilder) WithOwner(label string) *LockBuilder {
 	return &nb
 }
 
+// Shared makes the lock a shared (read) lock: shared holders of a key hold
+// it together, and exclude exclusive ones. Waiting stays FIFO: a shared
+// request queued behind an exclusive one waits for it, so readers never
+// starve a writer, and a writer's release admits every reader queued up to
+// the next writer at once. Shared with WithPermits(n > 1) is
+// ErrInvalidConfig. A shared guard's token is checked with
+// fencing.Fence.AdmitShared.
+func (b *LockBuilder) Shared() *LockBuilder {
+	nb := *b
+	nb.shared = true
+	return &nb
+}
+
+// WithPermits makes the lock a counted lock (a semaphore): at most n guards
+// hold the key at once, each with its own permit number in 0..n-1 (see
+// Guard.Permit), so that a pool of n resources can be fenced per permit.
+// n must be in 1..1024 (else ErrInvalidConfig); the default is 1. Every
+// request queued on a key must use the same n: a request with another n
+// fails with ErrPermitMismatch and leaves nothing behind.
+func (b *LockBuilder) WithPermits(n int) *LockBuilder {
+	nb := *b
+	nb.permits = n
+	if n == 0 {
+		nb.permits = -1 // set, and invalid: 0 means "not set" in the struct
+	}
+	return &nb
+}
+
+// WithValue publishes v with the claim: Inspect's Holders show it, and the
+// guard can change it with SetValue. At most 64 KiB (else
+// ErrInvalidConfig). The builder keeps its own copy.
+func (b *LockBuilder) WithValue(v []byte) *LockBuilder {
+	nb := *b
+	nb.value = append([]byte{}, v...)
+	return &nb
+}
+
 // settings validates the builder and returns the effective TTL and
 // renewal interval, or every problem found.
 func (b *LockBuilder) settings() (ttl, interval time.Duration, err error) {
 	var errs []error
-	if err := validateKey(b.key); err != nil {
-		errs = append(errs, err)
+	switch {
+	case b.all:
+		if b.keysErr != nil {
+			errs = append(errs, b.keysErr)
+		}
+		if b.permits > 1 {
+			errs = append(errs, fmt.Errorf("%w: LockAll with %d permits", ErrInvalidConfig, b.permits))
+		}
+	default:
+		if err := validateKey(b.key); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	switch {
+	case b.permits < 0 || b.permits > backend.MaxPermits:
+		errs = append(errs, fmt.Errorf("%w: %d permits, not in 1..%d", ErrInvalidConfig, max(b.permits, 0), backend.MaxPermits))
+	case b.shared && b.permits > 1:
+		errs = append(errs, fmt.Errorf("%w: a shared lock with %d permits", ErrInvalidConfig, b.permits))
+	}
+	if len(b.value) > backend.MaxValueLen {
+		errs = append(errs, fmt.Errorf("%w: value of %d bytes, more than %d", ErrInvalidConfig, len(b.value), backend.MaxValueLen))
 	}
 	ttl = cmp.Or(b.client.cfg.DefaultTTL, defaultTTL)
 	if b.ttlSet {
@@ -109,7 +172,8 @@ func (b *LockBuilder) settings() (ttl, interval time.Duration, err error) {
 // On success the returned Guard holds the lock until Unlock, Close or the
 // loss of its lease. On failure nothing is held and nothing is left queued
 // in the backend. Errors: ErrInvalidKey, ErrInvalidTTL, ErrInvalidConfig
-// (all problems at once), ErrClosed, ErrUnavailable, ErrLeaseExpired, or -
+// (all problems at once), ErrPermitMismatch, ErrClosed, ErrUnavailable,
+// ErrLeaseExpired, or -
 // when ctx ends while waiting - an error for which errors.Is(err, ctx.Err())
 // holds and which is not ErrLocked.
 func (b *LockBuilder) Acquire(ctx context.Context) (*Guard, error) {
@@ -216,14 +280,18 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 	s.lease = l
 
 	req := backend.AcquireRequest{
-		Key:    b.key,
-		ID:     c.claimID(),
-		Lease:  l.id,
-		Owner:  cmp.Or(b.owner, c.owner),
-		Wait:   wait,
-		Fair:   b.fair,
-		Stamp:  c.stampFn,
-		OnLost: (*lossListener)(s),
+		Key:     b.key,
+		Keys:    b.keys,
+		Shared:  b.shared,
+		Permits: b.permits,
+		Value:   b.value,
+		ID:      c.claimID(),
+		Lease:   l.id,
+		Owner:   cmp.Or(b.owner, c.owner),
+		Wait:    wait,
+		Fair:    b.fair,
+		Stamp:   c.stampFn,
+		OnLost:  (*lossListener)(s),
 	}
 	actx := ctx
 	if wait && !c.local {

@@ -152,6 +152,32 @@ func (c *LockClient) Lock(key string) *LockBuilder {
 	return &LockBuilder{client: c, key: key, fair: true}
 }
 
+// LockAll returns a builder for one lock on every key given: Acquire takes
+// all of them or none. It never deadlocks, whatever order callers list
+// keys in and however LockAll requests overlap each other and plain Locks:
+// its claims on all keys are made at once, with one fencing token, greater
+// than every earlier token of each key, and that token orders overlapping
+// requests the same way at every key they share. Waiting is FIFO per key.
+// The guard's FencingToken is valid at each key's fence, and Keys returns
+// the set, sorted.
+//
+// It never fails: the keys are checked by Acquire, TryAcquire and Do, which
+// report none or a duplicate or invalid key as ErrInvalidKey and more than
+// 64 keys as ErrInvalidConfig. LockAll works with Shared; WithPermits(n > 1)
+// is ErrInvalidConfig. Uncontended, taking and releasing cost one backend
+// round trip each, whatever the number of keys.
+func (c *LockClient) LockAll(keys ...string) *LockBuilder {
+	b := &LockBuilder{client: c, fair: true, all: true}
+	b.keys, b.keysErr = keySet(keys)
+	if len(b.keys) > 0 {
+		b.key = b.keys[0]
+	}
+	if len(b.keys) == 1 {
+		b.keys = nil // one key is a plain Lock
+	}
+	return b
+}
+
 // Inspect reports who holds key, with what token and since when, and the
 // fair waiters queued behind it. A free key gives Held == false and a nil
 // error. It blocks for one backend round trip.

@@ -51,8 +51,8 @@ type guardState struct {
 	counted bool
 
 	mu sync.Mutex
-	// claim is set under mu once acquired and read-only after Acquire
-	// returns. Its Key is the guard's key.
+	// claim is set under mu once acquired; after Acquire returns only its
+	// Value changes (SetValue, under mu). Its Key is the guard's key.
 	claim backend.Claim
 	err   error         // nil while valid
 	done  chan struct{} // made on first Done call, closed by end
@@ -87,8 +87,70 @@ func dropped(s *guardState) {
 	c.queueRelease(pendingRelease{lease: s.lease, claim: s.claim})
 }
 
-// Key returns the key the guard holds (or held).
+// Key returns the key the guard holds (or held); for LockAll, the first of
+// its keys in sorted order.
 func (g *Guard) Key() string { return g.s.claim.Key }
+
+// Keys returns the keys the guard holds (or held): one for Lock, the sorted
+// set for LockAll. The slice is the caller's.
+func (g *Guard) Keys() []string {
+	c := &g.s.claim
+	return append([]string(nil), c.AllKeys()...)
+}
+
+// Permit returns the permit the guard holds, in 0..n-1 for a lock with
+// WithPermits(n), and 0 for plain and shared locks. Every token issued for
+// a permit is greater than the earlier tokens of that permit, so a pool of
+// n resources is fenced per permit: use "key#permit" as the fence's
+// resource name.
+func (g *Guard) Permit() int { return g.s.claim.Permit }
+
+// Shared reports whether the guard holds a shared lock.
+func (g *Guard) Shared() bool { return g.s.claim.Shared }
+
+// Value returns the value published with the claim: WithValue's, or the
+// last one SetValue stored. The caller must not modify it.
+func (g *Guard) Value() []byte {
+	s := g.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.claim.Value
+}
+
+// SetValue replaces the value published with the claim, in one write that
+// compares on the claim's identity, so it never changes another claim. It
+// blocks for one backend round trip, bounded by ctx.
+//
+// A guard that is no longer valid returns its Err and changes nothing. If
+// the store no longer has the claim (even if the guard has not heard yet)
+// SetValue poisons the guard and returns an error wrapping
+// ErrLeaseExpired. A value over 64 KiB is ErrInvalidConfig. Other errors
+// wrap ErrUnavailable; the value may or may not have been written then.
+// Safe for concurrent use; concurrent SetValues are applied in some order.
+func (g *Guard) SetValue(ctx context.Context, v []byte) error {
+	if len(v) > backend.MaxValueLen {
+		return fmt.Errorf("%w: value of %d bytes, more than %d", ErrInvalidConfig, len(v), backend.MaxValueLen)
+	}
+	s := g.s
+	claim, err := s.check()
+	if err != nil {
+		return err
+	}
+	v = append([]byte{}, v...)
+	if err := s.client.be.SetValue(ctx, claim, v); err != nil {
+		if errors.Is(err, ErrLeaseExpired) {
+			s.lost(err)
+			return fmt.Errorf("%w: set value of %q: the claim is gone", ErrLeaseExpired, claim.Key)
+		}
+		return withCtx(ctx, err)
+	}
+	s.mu.Lock()
+	if s.err == nil {
+		s.claim.Value = v
+	}
+	s.mu.Unlock()
+	return nil
+}
 
 // FencingToken returns the guard's fencing token: strictly greater than
 // the token of every earlier holder of the key. Attach it to every write to

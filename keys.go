@@ -1,9 +1,13 @@
 package ashlock
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/ash-lock/ashlock/backend"
 )
 
 // maxKeyLen bounds keys so that a claim's name stays well within what any
@@ -28,4 +32,31 @@ func validateKey(key string) error {
 		}
 	}
 	return nil
+}
+
+// keySet validates LockAll's keys and returns them sorted, or every problem
+// found (ErrInvalidKey for none, a duplicate or an invalid key;
+// ErrInvalidConfig for more than backend.MaxKeys).
+func keySet(keys []string) ([]string, error) {
+	var errs []error
+	switch {
+	case len(keys) == 0:
+		return nil, fmt.Errorf("%w: LockAll without keys", ErrInvalidKey)
+	case len(keys) > backend.MaxKeys:
+		errs = append(errs, fmt.Errorf("%w: LockAll of %d keys, more than %d", ErrInvalidConfig, len(keys), backend.MaxKeys))
+	}
+	sorted := slices.Clone(keys)
+	slices.Sort(sorted)
+	for i, k := range sorted {
+		if err := validateKey(k); err != nil {
+			errs = append(errs, err)
+		}
+		if i > 0 && sorted[i-1] == k {
+			errs = append(errs, fmt.Errorf("%w: %q given twice", ErrInvalidKey, k))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return sorted, nil
 }

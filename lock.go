@@ -65,6 +65,10 @@ var (
 	// (500ms); the stamp is refused rather than merged, and the
 	// acquisition fails.
 	ErrClockOffset = hlc.ErrMaxOffset
+	// ErrPermitMismatch: a request's permit count (WithPermits; plain and
+	// shared locks count as one) differs from that of the requests already
+	// queued on the key.
+	ErrPermitMismatch = backend.ErrPermitMismatch
 )
 
 // Timestamp is a hybrid logical clock stamp: WallTime in Unix nanoseconds
@@ -72,9 +76,13 @@ var (
 type Timestamp = hlc.Timestamp
 
 // LockInfo is what Inspect reports about a key: whether it is held, by
-// whom (Owner label, Token, AcquiredAt, Stamp) and the fair waiters queued
-// behind the holder, in order.
+// whom (Owner label, Token, AcquiredAt, Stamp of the oldest holder; every
+// holder, with its permit, kind and value, in Holders) and the fair
+// waiters queued behind the holders, in order.
 type LockInfo = backend.LockInfo
+
+// Holder is one holder of a key in LockInfo.Holders.
+type Holder = backend.Holder
 
 // Waiter is one queued acquisition in LockInfo.Waiters.
 type Waiter = backend.Waiter
