@@ -1,35 +1,40 @@
 package memory
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// Acquire creates a claim on req.Key bound to req.Lease and, if req.Wait,
-// blocks until it holds the key, ctx ends, the claim is lost or the Backend
-// closes. The claim is named req.ID or, when that is empty, by the Backend
-// (see NamesClaims).
+// Acquire creates a claim on req.Key (on every key of req.Keys) bound to
+// req.Lease and, if req.Wait, blocks until it holds every key, ctx ends,
+// the claim is lost or the Backend closes. The claim is named req.ID or,
+// when that is empty, by the Backend (see NamesClaims).
 //
-// A fair request takes a token and a place at the end of the key's queue at
-// once. A non-fair one waits outside the queue and takes a token when the
-// queue empties; fair claims queued meanwhile go first. Whoever removes a
-// holder hands the key to the next claim and wakes only that request, so
+// A fair request takes a token and a place at the end of each key's queue
+// at once, and holds once the queue rule (see keyState) admits it at every
+// key. A non-fair one waits outside the queues and takes a token once a
+// claim made now would hold every key; fair claims queued meanwhile go
+// first. Whoever removes a claim wakes only the requests that now hold, so
 // waiting neither polls nor stampedes.
 //
-// When the claim comes to hold the key and req.Stamp is set, Acquire calls
+// When the claim comes to hold its keys and req.Stamp is set, Acquire calls
 // it (without holding the Backend's mutex) with the highest stamp recorded
-// for the key, and records the result.
+// for any of them, and records the result at each.
 //
-// On success the claim holds the key and is returned. On failure nothing is
-// left behind and the key, if the claim held it, passes on. Errors wrap:
-// backend.ErrLocked (req.Wait false and the key is held or claimed),
-// backend.ErrLeaseExpired (the lease is unknown or ended, or the claim was
-// removed while waiting), backend.ErrClosed, the error of req.Stamp, or
-// ctx's error if it ended first (never ErrLocked then).
+// On success the claim holds its keys and is returned. On failure nothing
+// is left behind and whatever the claim held passes on. Errors wrap:
+// ErrInvalidRequest (req outside the model's limits),
+// backend.ErrPermitMismatch (a key's queued claims agree on another permit
+// count), backend.ErrLocked (req.Wait false and a claim made now would not
+// hold every key), backend.ErrLeaseExpired (the lease is unknown or ended,
+// or the claim was removed while waiting), backend.ErrClosed, the error of
+// req.Stamp, or ctx's error if it ended first (never ErrLocked then).
 func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (held backend.Claim, err error) {
 	if ctx.Err() != nil {
 		return backend.Claim{}, fmt.Errorf("memory: acquire %q: %w", req.Key, backend.ContextError(ctx))
@@ -57,12 +62,16 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (held
 
 // admit puts the request in the store. It returns the claim and, if the
 // request must wait, the channel that will wake it; the caller finishes
-// the claim with finish (or abandon). A request that holds the key at once
+// the claim with finish (or abandon). A request that holds its keys at once
 // and has no stamp to take is finished under the same lock: admit returns a
 // nil claim and writes the finished Claim to held, so the common
 // uncontended Acquire locks the Backend once, not twice. (Both structs are
 // passed by pointer: copying them is a noticeable part of that path.)
 func (b *Backend) admit(req *backend.AcquireRequest, held *backend.Claim) (*claim, chan struct{}, error) {
+	if err := validate(req); err != nil {
+		return nil, nil, err
+	}
+	n := max(req.Permits, 1)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -73,46 +82,89 @@ func (b *Backend) admit(req *backend.AcquireRequest, held *backend.Claim) (*clai
 		return nil, nil, fmt.Errorf("memory: acquire %q: lease %d is not live: %w",
 			req.Key, req.Lease, backend.ErrLeaseExpired)
 	}
-	k := b.keyLocked(req.Key)
-	busy := k != nil && !k.queue.empty()
-	if busy && !req.Wait {
+	// Every check comes before anything is created, so that a refused
+	// request leaves nothing behind. The single-key case keeps its one
+	// key lookup.
+	var k *keyState
+	var now bool
+	if req.Keys == nil {
+		k = b.keyLocked(req.Key)
+		if k.mismatch(n) {
+			return nil, nil, mismatchErr(req.Key, n, k.permits)
+		}
+		now = k.admitsNew(req.Shared, n)
+	} else {
+		now = true
+		for _, name := range req.Keys {
+			x := b.keyLocked(name)
+			if x.mismatch(n) {
+				return nil, nil, mismatchErr(name, n, x.permits)
+			}
+			now = now && x.admitsNew(req.Shared, n)
+		}
+	}
+	if !now && !req.Wait {
 		return nil, nil, fmt.Errorf("memory: acquire %q: %w", req.Key, backend.ErrLocked)
 	}
-	if k == nil {
-		k = &keyState{name: req.Key}
-		b.keys[req.Key] = k
-	}
+
 	c := b.newClaimLocked()
-	c.key, c.lease, c.id, c.owner, c.onLost = k, l, req.ID, req.Owner, req.OnLost
+	c.lease, c.id, c.owner, c.onLost = l, req.ID, req.Owner, req.OnLost
+	c.shared, c.permits = req.Shared, n
+	c.value = bytes.Clone(req.Value) // nil stays nil: no allocation without a value
 	if c.id == "" {
 		if c.name == "" {
 			c.name = uuid.NewString()
 		}
 		c.id = c.name
 	}
-	l.claims.pushBack(c, leaseLinks)
-	switch {
-	case !busy:
-		c.token = b.nextTokenLocked()
-		k.queue.pushBack(c, keyLinks)
-		b.promoteLocked(c)
+	if req.Keys == nil {
+		if k == nil {
+			k = &keyState{name: req.Key}
+			b.keys[req.Key] = k
+		}
+		c.first.key = k
+	} else {
+		b.attachKeysLocked(c, req.Keys)
+	}
+	l.claims.pushBack(c)
+	if !now && !req.Fair {
+		c.ready = make(chan struct{})
+		c.waitUnfair()
+		return c, c.ready, nil
+	}
+	c.token = b.nextTokenLocked()
+	b.enqueueLocked(c)
+	if c.state == stateHolding {
 		if req.Stamp == nil {
 			c.returned = true
 			*held = c.export()
 			b.doneWithLocked(c)
 			return nil, nil, nil
 		}
-	case req.Fair:
-		c.token = b.nextTokenLocked()
-		c.state = stateQueued
-		c.ready = make(chan struct{})
-		k.queue.pushBack(c, keyLinks)
-	default:
-		c.state = stateWaitingUnfair
-		c.ready = make(chan struct{})
-		k.unfair.pushBack(c, keyLinks)
+		return c, nil, nil
 	}
+	c.ready = make(chan struct{})
 	return c, c.ready, nil
+}
+
+// attachKeysLocked gives c, a multi-key claim, one entry per key, creating
+// the keys' records as needed.
+func (b *Backend) attachKeysLocked(c *claim, keys []string) {
+	c.keys = slices.Clone(keys)
+	c.more = make([]entry, len(keys)-1)
+	for i, name := range c.keys {
+		e := c.entryAt(i)
+		e.c = c
+		if e.key = b.keyLocked(name); e.key == nil {
+			e.key = &keyState{name: name}
+			b.keys[name] = e.key
+		}
+	}
+}
+
+func mismatchErr(key string, n, have int) error {
+	return fmt.Errorf("memory: acquire %q: %d permits, the key's queued claims have %d: %w",
+		key, n, have, backend.ErrPermitMismatch)
 }
 
 // nextTokenLocked issues a fencing token. One counter serves every key, so
@@ -122,15 +174,31 @@ func (b *Backend) nextTokenLocked() uint64 {
 	return b.rev
 }
 
-// promoteLocked makes c, already at the head of its key's queue, the holder
+// enqueueLocked appends c, which has its token, to the queue of each of its
+// keys, and promotes it if the queue rule admits it at all of them.
+func (b *Backend) enqueueLocked(c *claim) {
+	c.state = stateQueued
+	for i := range c.nKeys() {
+		e := c.entryAt(i)
+		e.key.push(e)
+	}
+	if c.nFree == c.nKeys() {
+		b.promoteLocked(c)
+	}
+}
+
+// promoteLocked makes c, free at every key, a holder: it takes its permit
 // and wakes its request.
 func (b *Backend) promoteLocked(c *claim) {
 	c.state = stateHolding
 	c.acquiredAt = b.clock.Now()
+	if c.permits > 1 {
+		c.permit = c.first.key.takePermit()
+	}
 	c.wake()
 }
 
-// finish completes an Acquire whose claim holds the key (or has just been
+// finish completes an Acquire whose claim holds its keys (or has just been
 // removed): it stamps the claim and hands it to the caller.
 func (b *Backend) finish(c *claim, stamp func(backend.Timestamp) (backend.Timestamp, error)) (backend.Claim, error) {
 	b.mu.Lock()
@@ -142,9 +210,16 @@ func (b *Backend) finish(c *claim, stamp func(backend.Timestamp) (backend.Timest
 		return backend.Claim{}, err
 	}
 	if stamp != nil {
-		prev := b.stamps[c.key.name]
+		// A multi-key claim follows every earlier holder of each of its
+		// keys, so it is given the highest stamp over all of them.
+		var prev backend.Timestamp
+		for i := range c.nKeys() {
+			if p := b.stamps[c.entryAt(i).key.name]; prev.Less(p) {
+				prev = p
+			}
+		}
 		// Stamp is the caller's code: call it without the mutex so that a
-		// slow one delays nobody else. Nothing can take the key from c
+		// slow one delays nobody else. Nothing can take the keys from c
 		// meanwhile except a loss (expiry, revoke, DeleteClaim), which the
 		// re-check below catches; a claim lost here records nothing.
 		b.mu.Unlock()
@@ -154,13 +229,15 @@ func (b *Backend) finish(c *claim, stamp func(backend.Timestamp) (backend.Timest
 			if c.state != stateGone {
 				b.removeLocked(c, endStampFailed)
 			}
-			return backend.Claim{}, fmt.Errorf("memory: acquire %q: stamp: %w", c.key.name, err)
+			return backend.Claim{}, fmt.Errorf("memory: acquire %q: stamp: %w", c.first.key.name, err)
 		}
 		if err := b.checkHoldingLocked(c); err != nil {
 			return backend.Claim{}, err
 		}
-		if b.stamps[c.key.name].Less(st) {
-			b.stamps[c.key.name] = st
+		for i := range c.nKeys() {
+			if name := c.entryAt(i).key.name; b.stamps[name].Less(st) {
+				b.stamps[name] = st
+			}
 		}
 		c.stamp = st
 	}
@@ -168,7 +245,7 @@ func (b *Backend) finish(c *claim, stamp func(backend.Timestamp) (backend.Timest
 	return c.export(), nil
 }
 
-// checkHoldingLocked returns nil if c holds its key and may be returned;
+// checkHoldingLocked returns nil if c holds its keys and may be returned;
 // otherwise why not, removing c if the Backend has closed.
 func (b *Backend) checkHoldingLocked(c *claim) error {
 	switch {
@@ -178,7 +255,7 @@ func (b *Backend) checkHoldingLocked(c *claim) error {
 		b.removeLocked(c, endClosed)
 		return errClosed("acquire")
 	case c.state != stateHolding:
-		panic("memory: woken claim neither holds its key nor is gone")
+		panic("memory: woken claim neither holds its keys nor is gone")
 	}
 	return nil
 }
@@ -192,135 +269,8 @@ func (b *Backend) abandon(c *claim, err error) error {
 	if c.state == stateGone {
 		return c.endErr()
 	}
-	// The claim may have just been handed the key; removing it hands the
-	// key on, so a cancelled request never keeps it.
+	// The claim may have just come to hold its keys; removing it hands
+	// them on, so a cancelled request never keeps them.
 	b.removeLocked(c, endCancelled)
 	return err
-}
-
-// Release removes the claim named by c.Key, c.ID and c.Token if the store
-// still has it, handing the key to the next claim. It never removes any
-// other claim, so a stale or repeated Release is harmless, and it returns
-// nil when the claim is already gone. OnLost is never called for a released
-// claim. Release does not block, so it completes even when ctx has already
-// ended; after Close it returns backend.ErrClosed.
-func (b *Backend) Release(_ context.Context, c backend.Claim) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return errClosed("release")
-	}
-	k := b.keyLocked(c.Key)
-	if k == nil {
-		return nil
-	}
-	for x := k.queue.head; x != nil; x = x.inKey.next {
-		if x.token == c.Token && x.id == c.ID {
-			b.removeLocked(x, endReleased)
-			return nil
-		}
-	}
-	return nil
-}
-
-// removeLocked takes c out of the store for reason why: off its key and its
-// lease, its waiting request woken, its key handed on if it held it, and
-// its key's record dropped if now idle. It returns the OnLost call owed, if
-// any: only a claim already returned by Acquire and lost other than by its
-// owner's doing gets one.
-func (b *Backend) removeLocked(c *claim, why endReason) (lostCall, bool) {
-	k := c.key
-	held := c.state == stateHolding
-	switch c.state {
-	case stateHolding, stateQueued:
-		k.queue.remove(c, keyLinks)
-	case stateWaitingUnfair:
-		k.unfair.remove(c, keyLinks)
-	case stateGone:
-		return lostCall{}, false
-	}
-	c.lease.claims.remove(c, leaseLinks)
-	c.state, c.why = stateGone, why
-	c.wake()
-	if held {
-		b.handOnLocked(k)
-	}
-	if k.idle() {
-		b.parkLocked(k)
-	}
-	var call lostCall
-	owed := false
-	if c.returned && c.onLost != nil {
-		switch why {
-		case endExpired, endRevoked, endDeleted:
-			call, owed = lostCall{f: c.onLost, cause: c.endErr()}, true
-		}
-	}
-	if c.reqDone {
-		b.recycleLocked(c)
-	}
-	return call, owed
-}
-
-// parkLocked keeps k, which has just become idle, in the key map as the
-// one parked key, and deletes the key parked before it if that one is still
-// idle. A key taken and freed again and again - the common pattern - then
-// neither allocates its record nor rehashes the map on each cycle, while
-// the map still holds at most one idle key, so a process that touches many
-// keys does not accumulate them.
-//
-// No map lookup is needed to know that k and the parked key are the records
-// in the map: a record is put in the map with its first claim and deleted
-// only here, idle and no longer parked, so the key of any claim still in the
-// store, and the parked key, are always the map's records for their names.
-func (b *Backend) parkLocked(k *keyState) {
-	if p := b.parked; p != nil && p != k && p.idle() {
-		delete(b.keys, p.name)
-	}
-	b.parked = k
-}
-
-// keyLocked returns the record of key, or nil. The parked key is looked at
-// first: it is the one most recently freed, so in an acquire/release cycle
-// on one key both calls find it with a string comparison instead of a map
-// lookup.
-func (b *Backend) keyLocked(key string) *keyState {
-	if p := b.parked; p != nil && p.name == key {
-		return p
-	}
-	return b.keys[key]
-}
-
-// handOnLocked gives k, which has just lost its holder, to the next claim:
-// the new head of the queue or, if the queue is empty, the first non-fair
-// request, which takes its token now. Exactly one request is woken.
-func (b *Backend) handOnLocked(k *keyState) {
-	if h := k.queue.head; h != nil {
-		b.promoteLocked(h)
-		return
-	}
-	if n := k.unfair.head; n != nil {
-		k.unfair.remove(n, keyLinks)
-		n.token = b.nextTokenLocked()
-		k.queue.pushBack(n, keyLinks)
-		b.promoteLocked(n)
-	}
-}
-
-// endErr is the error a claim's request, or its OnLost, reports once the
-// claim has left the store.
-func (c *claim) endErr() error {
-	switch c.why {
-	case endExpired:
-		return fmt.Errorf("memory: claim on %q: lease %d expired: %w", c.key.name, c.lease.id, backend.ErrLeaseExpired)
-	case endRevoked:
-		return fmt.Errorf("memory: claim on %q: lease %d revoked: %w", c.key.name, c.lease.id, backend.ErrLeaseExpired)
-	case endDeleted:
-		return fmt.Errorf("memory: claim on %q deleted from the store: %w", c.key.name, backend.ErrLeaseExpired)
-	case endClosed:
-		return errClosed("acquire")
-	}
-	// Released, cancelled or stamp-failed claims are removed by their own
-	// request, which never asks for this.
-	return fmt.Errorf("memory: claim on %q: removed: %w", c.key.name, backend.ErrLeaseExpired)
 }

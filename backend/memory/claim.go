@@ -6,16 +6,18 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// claimState is where a claim stands in its key's life cycle.
+// claimState is where a claim stands in its life cycle.
 type claimState uint8
 
 const (
-	// stateQueued: a fair claim behind the holder in its key's queue.
+	// stateQueued: a claim in the queue of each of its keys that does not
+	// hold all of them yet.
 	stateQueued claimState = iota
-	// stateWaitingUnfair: a non-fair request waiting for the key's queue to
-	// empty. It is not in the queue and has no token yet.
+	// stateWaitingUnfair: a non-fair request waiting until a claim made
+	// now would hold every key. It is on its keys' lists of non-fair
+	// waiters, not in their queues, and has no token yet.
 	stateWaitingUnfair
-	// stateHolding: the head of its key's queue.
+	// stateHolding: the claim holds every one of its keys.
 	stateHolding
 	// stateGone: removed from the store; why says how.
 	stateGone
@@ -36,14 +38,25 @@ const (
 	endClosed
 )
 
-// links are the two pointers of an intrusive doubly linked list.
-type links struct{ prev, next *claim }
+// entry is a claim's place at one of its keys: in the key's queue, or on
+// its list of non-fair waiters. A single-key claim has one entry, inside
+// the claim itself; a multi-key claim one per key, all with its token.
+type entry struct {
+	c          *claim
+	key        *keyState
+	prev, next *entry // on the key's queue or list of non-fair waiters
+	// free: the queue rule admits the entry at its key (see queue.go). A
+	// claim holds once every one of its entries is free.
+	free bool
+}
 
 // claim is one acquisition in the store. It is kept small because a process
 // may hold many: every list it is on is intrusive (no per-claim map entry or
 // slice slot), and the wake-up channel exists only while a request waits.
 type claim struct {
-	key   *keyState
+	first entry   // the entry at Key
+	more  []entry // the entries at Keys[1:] of a multi-key claim; never reallocated once linked
+	keys  []string
 	lease *lease
 	id    string // the claim's name: the request's ID, or name
 	owner string
@@ -52,17 +65,22 @@ type claim struct {
 	// record holds one claim at a time, so no two live claims share it.
 	name  string
 	token uint64 // 0 while stateWaitingUnfair
+	value []byte // the Backend's own copy; replaced, never written into
+
+	permits int // n: 1 for exclusive and shared claims
+	permit  int // the permit held, once holding
+	nFree   int // how many entries are free
+	shared  bool
 
 	acquiredAt time.Time
 	stamp      backend.Timestamp
 	onLost     backend.LossListener
 
 	// ready is closed when a waiting request has something to look at:
-	// it became the holder or it left the store. nil when nobody waits on
-	// the claim or it has already been closed.
+	// its claim came to hold every key, or it left the store. nil when
+	// nobody waits on the claim or it has already been closed.
 	ready chan struct{}
 
-	inKey   links // the key's queue, or its list of non-fair waiters
 	inLease links // the lease's claims
 
 	state claimState
@@ -79,6 +97,21 @@ type claim struct {
 	reqDone bool
 }
 
+// nKeys is the number of keys (and entries) of the claim.
+func (c *claim) nKeys() int { return 1 + len(c.more) }
+
+// entryAt returns the claim's entry at its i-th key, in the request's
+// (sorted) key order.
+func (c *claim) entryAt(i int) *entry {
+	if i == 0 {
+		return &c.first
+	}
+	return &c.more[i-1]
+}
+
+// exclusive reports whether the claim needs its keys to itself.
+func (c *claim) exclusive() bool { return !c.shared && c.permits == 1 }
+
 // wake tells a waiting Acquire to look at the claim again. Each claim is
 // woken at most once; later calls are no-ops.
 func (c *claim) wake() {
@@ -91,12 +124,17 @@ func (c *claim) wake() {
 // export is the Claim handed to Acquire's caller.
 func (c *claim) export() backend.Claim {
 	return backend.Claim{
-		Key:        c.key.name,
+		Key:        c.first.key.name,
+		Keys:       c.keys,
 		ID:         c.id,
 		Lease:      c.lease.id,
 		Token:      c.token,
 		AcquiredAt: c.acquiredAt,
 		Stamp:      c.stamp,
+		Shared:     c.shared,
+		Permits:    c.permits,
+		Permit:     c.permit,
+		Value:      c.value,
 	}
 }
 
@@ -109,13 +147,16 @@ const maxFreeClaims = 64
 // one is free: an uncontended acquire/release cycle then allocates nothing
 // in the store, not even a name.
 func (b *Backend) newClaimLocked() *claim {
+	var c *claim
 	if n := len(b.free); n > 0 {
-		c := b.free[n-1]
+		c = b.free[n-1]
 		b.free[n-1] = nil
 		b.free = b.free[:n-1]
-		return c
+	} else {
+		c = &claim{}
 	}
-	return &claim{}
+	c.first.c = c
+	return c
 }
 
 // doneWithLocked records that c's request no longer looks at c, and
@@ -135,58 +176,3 @@ func (b *Backend) recycleLocked(c *claim) {
 		b.free = append(b.free, c)
 	}
 }
-
-// claimList is an intrusive doubly linked list of claims threaded through
-// the links that at selects. The zero value is an empty list.
-type claimList struct {
-	head, tail *claim
-}
-
-func keyLinks(c *claim) *links   { return &c.inKey }
-func leaseLinks(c *claim) *links { return &c.inLease }
-
-func (l *claimList) empty() bool { return l.head == nil }
-
-func (l *claimList) pushBack(c *claim, at func(*claim) *links) {
-	ln := at(c)
-	ln.prev, ln.next = l.tail, nil
-	if l.tail != nil {
-		at(l.tail).next = c
-	} else {
-		l.head = c
-	}
-	l.tail = c
-}
-
-func (l *claimList) remove(c *claim, at func(*claim) *links) {
-	ln := at(c)
-	if ln.prev != nil {
-		at(ln.prev).next = ln.next
-	} else {
-		l.head = ln.next
-	}
-	if ln.next != nil {
-		at(ln.next).prev = ln.prev
-	} else {
-		l.tail = ln.prev
-	}
-	ln.prev, ln.next = nil, nil
-}
-
-// keyState is the store's record of one key. It exists while the key has a
-// claim or a waiting request, and the most recently freed key stays parked
-// in the map after that (see parkLocked), so a process that touches many
-// keys does not accumulate them.
-type keyState struct {
-	name string
-	// queue holds the claims in token order; its head holds the key.
-	// Invariant: the head, if any, is in stateHolding and every other
-	// claim is stateQueued.
-	queue claimList
-	// unfair holds non-fair requests in arrival order. Invariant: it is
-	// empty whenever queue is, because emptying the queue hands the key to
-	// the first of them at once.
-	unfair claimList
-}
-
-func (k *keyState) idle() bool { return k.queue.empty() && k.unfair.empty() }

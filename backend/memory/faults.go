@@ -50,7 +50,7 @@ func (b *Backend) ExpireLease(id backend.LeaseID) bool {
 	return true
 }
 
-// ExpireKey expires the lease of key's current holder now, as ExpireLease
+// ExpireKey expires the lease of key's oldest holder now, as ExpireLease
 // does. Because a store expires leases, not single claims, every other
 // claim bound to that lease (other keys held through the same pooled lease,
 // requests waiting on it) goes too, as it would on etcd. It is the hook to
@@ -67,11 +67,13 @@ func (b *Backend) ExpireKey(key string) bool {
 	return true
 }
 
-// DeleteClaim removes key's holder claim now, as an operator deleting it
-// from the store would: its lease and every other claim stay, the holder
-// gets OnLost with a cause wrapping backend.ErrLeaseExpired (or, if its
-// Acquire has not returned yet, that Acquire fails with it), and the key
-// passes to its next claim. It reports whether the key had a holder.
+// DeleteClaim removes key's oldest holder claim now, as an operator
+// deleting it from the store would: its lease and every other claim stay,
+// the holder gets OnLost with a cause wrapping backend.ErrLeaseExpired (or,
+// if its Acquire has not returned yet, that Acquire fails with it), and
+// what it held passes to the next claims. A multi-key claim loses all its
+// keys: it holds them all or none. It reports whether the key had a
+// holder.
 func (b *Backend) DeleteClaim(key string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -85,14 +87,14 @@ func (b *Backend) DeleteClaim(key string) bool {
 	return true
 }
 
-// holderLocked returns key's holder, or nil if the key is free or the
-// Backend closed.
+// holderLocked returns key's oldest holder, or nil if the key has none or
+// the Backend closed.
 func (b *Backend) holderLocked(key string) *claim {
 	if b.closed {
 		return nil
 	}
 	if k := b.keys[key]; k != nil {
-		return k.queue.head
+		return k.oldestHolder()
 	}
 	return nil
 }

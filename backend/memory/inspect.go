@@ -1,17 +1,22 @@
 package memory
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// Inspect reports key's holder (label, token, acquisition time, stamp) and
-// its fair waiters in queue order. Non-fair requests waiting outside the
-// queue are not listed. A free key gives Held == false and a nil error.
-// Inspect does not block; it fails with ctx's error if ctx has already
-// ended, and with backend.ErrClosed after Close.
+// Inspect reports key's holders, oldest first (label, token, permit, kind,
+// value, acquisition time, stamp), with the oldest one's also in the
+// top-level fields, the permit count its claims agree on, and the claims
+// queued behind, in queue order: every claim in the queue that does not
+// hold all its keys yet. A multi-key claim appears at each of its keys.
+// Non-fair requests waiting outside the queue are not listed. A free key
+// gives Held == false and a nil error. Values are copies. Inspect does not
+// block; it fails with ctx's error if ctx has already ended, and with
+// backend.ErrClosed after Close.
 func (b *Backend) Inspect(ctx context.Context, key string) (backend.LockInfo, error) {
 	if ctx.Err() != nil {
 		return backend.LockInfo{}, fmt.Errorf("memory: inspect %q: %w", key, backend.ContextError(ctx))
@@ -26,14 +31,27 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.LockInfo, er
 	if k == nil || k.queue.empty() {
 		return info, nil
 	}
-	h := k.queue.head
-	info.Held = true
-	info.Owner = h.owner
-	info.Token = h.token
-	info.AcquiredAt = h.acquiredAt
-	info.Stamp = h.stamp
-	for w := h.inKey.next; w != nil; w = w.inKey.next {
-		info.Waiters = append(info.Waiters, backend.Waiter{Owner: w.owner, Token: w.token})
+	info.Permits = k.permits
+	for e := k.queue.head; e != nil; e = e.next {
+		c := e.c
+		if c.state != stateHolding {
+			info.Waiters = append(info.Waiters, backend.Waiter{Owner: c.owner, Token: c.token, Shared: c.shared})
+			continue
+		}
+		info.Holders = append(info.Holders, backend.Holder{
+			Owner:      c.owner,
+			Token:      c.token,
+			Permit:     c.permit,
+			Shared:     c.shared,
+			Value:      bytes.Clone(c.value),
+			AcquiredAt: c.acquiredAt,
+			Stamp:      c.stamp,
+		})
+	}
+	if len(info.Holders) > 0 {
+		h := info.Holders[0]
+		info.Held = true
+		info.Owner, info.Token, info.AcquiredAt, info.Stamp = h.Owner, h.Token, h.AcquiredAt, h.Stamp
 	}
 	return info, nil
 }

@@ -162,7 +162,7 @@ func TestClaimNotRecycledWhileItsRequestLooks(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.mu.Lock()
-		reused := slices.Contains(b.free, w) || b.keys[c.Key].queue.head == w
+		reused := slices.Contains(b.free, w) || b.keys[c.Key].queue.head.c == w
 		b.mu.Unlock()
 		if reused {
 			t.Fatalf("claim of a request still waiting on it was recycled (iteration %d)", i)

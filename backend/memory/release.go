@@ -1,0 +1,147 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// Release removes the claim named by c.Key, c.ID and c.Token if the store
+// still has it, on every key of a multi-key claim, and hands what it held
+// on. It never removes any other claim, so a stale or repeated Release is
+// harmless, and it returns nil when the claim is already gone. OnLost is
+// never called for a released claim. Release does not block, so it
+// completes even when ctx has already ended; after Close it returns
+// backend.ErrClosed.
+func (b *Backend) Release(_ context.Context, c backend.Claim) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return errClosed("release")
+	}
+	if x := b.findLocked(&c); x != nil {
+		b.removeLocked(x, endReleased)
+	}
+	return nil
+}
+
+// findLocked returns the store's claim that c names (by its first key, ID
+// and token), or nil if the store no longer has it. The token is unique
+// across keys, so the first key is enough to find a multi-key claim.
+func (b *Backend) findLocked(c *backend.Claim) *claim {
+	k := b.keyLocked(c.Key)
+	if k == nil {
+		return nil
+	}
+	for e := k.queue.head; e != nil; e = e.next {
+		if x := e.c; x.token == c.Token && x.id == c.ID {
+			return x
+		}
+	}
+	return nil
+}
+
+// removeLocked takes c out of the store for reason why: off its keys and
+// its lease, its waiting request woken, the claims it kept waiting
+// admitted, and its keys' records dropped if now idle. It returns the
+// OnLost call owed, if any: only a claim already returned by Acquire and
+// lost other than by its owner's doing gets one, once for all its keys.
+func (b *Backend) removeLocked(c *claim, why endReason) (lostCall, bool) {
+	switch c.state {
+	case stateHolding, stateQueued:
+		if c.state == stateHolding && c.permits > 1 {
+			c.first.key.releasePermit(c.permit)
+		}
+		// Three passes, so that each sees c gone from every key: a
+		// claim admitted at one key may be waiting only for c's entry
+		// at another, and a non-fair waiter needs room at all its keys.
+		for i := range c.nKeys() {
+			e := c.entryAt(i)
+			e.key.unlink(e)
+		}
+		for i := range c.nKeys() {
+			b.advanceLocked(c.entryAt(i).key)
+		}
+		for i := range c.nKeys() {
+			if k := c.entryAt(i).key; !k.unfair.empty() {
+				b.admitUnfairLocked(k)
+			}
+		}
+	case stateWaitingUnfair:
+		for i := range c.nKeys() {
+			e := c.entryAt(i)
+			e.key.unfair.remove(e)
+		}
+	case stateGone:
+		return lostCall{}, false
+	}
+	c.lease.claims.remove(c)
+	c.state, c.why = stateGone, why
+	c.wake()
+	for i := range c.nKeys() {
+		if k := c.entryAt(i).key; k.idle() {
+			b.parkLocked(k)
+		}
+	}
+	var call lostCall
+	owed := false
+	if c.returned && c.onLost != nil {
+		switch why {
+		case endExpired, endRevoked, endDeleted:
+			call, owed = lostCall{f: c.onLost, cause: c.endErr()}, true
+		}
+	}
+	if c.reqDone {
+		b.recycleLocked(c)
+	}
+	return call, owed
+}
+
+// parkLocked keeps k, which has just become idle, in the key map as the
+// one parked key, and deletes the key parked before it if that one is still
+// idle. A key taken and freed again and again - the common pattern - then
+// neither allocates its record nor rehashes the map on each cycle, while
+// the map still holds at most one idle key, so a process that touches many
+// keys does not accumulate them.
+//
+// No map lookup is needed to know that k and the parked key are the records
+// in the map: a record is put in the map with its first claim and deleted
+// only here, idle and no longer parked, so the key of any claim still in the
+// store, and the parked key, are always the map's records for their names.
+func (b *Backend) parkLocked(k *keyState) {
+	if p := b.parked; p != nil && p != k && p.idle() {
+		delete(b.keys, p.name)
+	}
+	b.parked = k
+}
+
+// keyLocked returns the record of key, or nil. The parked key is looked at
+// first: it is the one most recently freed, so in an acquire/release cycle
+// on one key both calls find it with a string comparison instead of a map
+// lookup.
+func (b *Backend) keyLocked(key string) *keyState {
+	if p := b.parked; p != nil && p.name == key {
+		return p
+	}
+	return b.keys[key]
+}
+
+// endErr is the error a claim's request, or its OnLost, reports once the
+// claim has left the store.
+func (c *claim) endErr() error {
+	name := c.first.key.name
+	switch c.why {
+	case endExpired:
+		return fmt.Errorf("memory: claim on %q: lease %d expired: %w", name, c.lease.id, backend.ErrLeaseExpired)
+	case endRevoked:
+		return fmt.Errorf("memory: claim on %q: lease %d revoked: %w", name, c.lease.id, backend.ErrLeaseExpired)
+	case endDeleted:
+		return fmt.Errorf("memory: claim on %q deleted from the store: %w", name, backend.ErrLeaseExpired)
+	case endClosed:
+		return errClosed("acquire")
+	}
+	// Released, cancelled or stamp-failed claims are removed by their own
+	// request, which never asks for this.
+	return fmt.Errorf("memory: claim on %q: removed: %w", name, backend.ErrLeaseExpired)
+}
