@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -34,6 +35,9 @@ type fixture struct {
 	// waiters tracks every Acquire started in the background, so that
 	// cleanup can insist they all returned.
 	waiters *[]*pending
+	// owners names the claims the subtest was given, by key and token, for
+	// checks and messages about Inspect's holders.
+	owners map[heldAt]string
 }
 
 func newFixture(t *testing.T, newBackend func(*testing.T) backend.Backend, timeout time.Duration) *fixture {
@@ -51,7 +55,7 @@ func newFixture(t *testing.T, newBackend func(*testing.T) backend.Backend, timeo
 	if _, ok := b.(backend.ClaimNamer); ok {
 		b = unnamed{b}
 	}
-	f := &fixture{t: t, b: b, timeout: timeout, quiet: min(100*time.Millisecond, timeout/10), waiters: new([]*pending)}
+	f := &fixture{t: t, b: b, timeout: timeout, quiet: min(100*time.Millisecond, timeout/10), waiters: new([]*pending), owners: map[heldAt]string{}}
 	t.Cleanup(func() {
 		// t.Context is cancelled by now, and every background Acquire
 		// was derived from it: each must return.
@@ -124,13 +128,29 @@ func (f *fixture) acquire(r backend.AcquireRequest) backend.Claim {
 	if err != nil {
 		f.t.Fatalf("Acquire %q by %s: %v", r.Key, r.Owner, err)
 	}
+	f.checkClaim(r, c)
+	return c
+}
+
+// checkClaim reports an error unless c is what a successful Acquire of r
+// must return.
+func (f *fixture) checkClaim(r backend.AcquireRequest, c backend.Claim) {
+	f.t.Helper()
 	// The claim's ID is req.ID or a name the backend chose; it must name
 	// something.
 	if c.Key != r.Key || c.ID == "" || c.Lease != r.Lease {
 		f.t.Errorf("Acquire %q by %s returned claim {Key %q ID %q Lease %d}, want {Key %q ID non-empty Lease %d}",
 			r.Key, r.Owner, c.Key, c.ID, c.Lease, r.Key, r.Lease)
 	}
-	return c
+	n := max(r.Permits, 1)
+	if !slices.Equal(c.Keys, r.Keys) || c.Shared != r.Shared || c.Permits != n || c.Permit < 0 || c.Permit >= n {
+		f.t.Errorf("Acquire %q by %s returned claim {Keys %q Shared %v Permits %d Permit %d}, want {Keys %q Shared %v Permits %d Permit in 0..%d}",
+			r.Key, r.Owner, c.Keys, c.Shared, c.Permits, c.Permit, r.Keys, r.Shared, n, n-1)
+	}
+	if !bytes.Equal(c.Value, r.Value) {
+		f.t.Errorf("Acquire %q by %s returned claim with value %q, want the request's %q", r.Key, r.Owner, c.Value, r.Value)
+	}
+	f.named(r.Owner, c)
 }
 
 // release releases c, reporting an error.
@@ -164,9 +184,9 @@ func (f *fixture) wantHolder(key string, token uint64, context string) {
 func (f *fixture) wantFree(key string, context string) {
 	f.t.Helper()
 	info := f.inspect(key)
-	if info.Held || len(info.Waiters) > 0 {
-		f.t.Errorf("%s: Inspect %q: Held %v (owner %q, token %d), %d waiters; want free, nobody queued",
-			context, key, info.Held, info.Owner, info.Token, len(info.Waiters))
+	if info.Held || len(info.Waiters) > 0 || len(info.Holders) > 0 {
+		f.t.Errorf("%s: Inspect %q: Held %v (owner %q, token %d), %d holders, %d waiters; want free, nobody queued",
+			context, key, info.Held, info.Owner, info.Token, len(info.Holders), len(info.Waiters))
 	}
 }
 
@@ -208,7 +228,7 @@ func (f *fixture) awaitGone(key, owner string) {
 	deadline := time.Now().Add(f.timeout)
 	for {
 		info := f.inspect(key)
-		if !slices.Contains(waiterOwners(info), owner) && info.Owner != owner {
+		if !slices.Contains(waiterOwners(info), owner) && info.Owner != owner && !slices.Contains(holderOwners(info), owner) {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -239,6 +259,7 @@ func containsAll(have, want []string) bool {
 // pending is an Acquire running in the background.
 type pending struct {
 	owner  string
+	req    backend.AcquireRequest // as started, with its own copy of Value
 	cancel context.CancelFunc
 	done   chan struct{} // closed when Acquire returned; then claim and err are set
 	claim  backend.Claim
@@ -254,7 +275,8 @@ func (f *fixture) start(r backend.AcquireRequest) *pending {
 
 // startCtx is start with a context of the caller's.
 func (f *fixture) startCtx(ctx context.Context, cancel context.CancelFunc, r backend.AcquireRequest) *pending {
-	p := &pending{owner: r.Owner, cancel: cancel, done: make(chan struct{})}
+	p := &pending{owner: r.Owner, req: r, cancel: cancel, done: make(chan struct{})}
+	p.req.Value = bytes.Clone(r.Value)
 	*f.waiters = append(*f.waiters, p)
 	f.t.Cleanup(cancel)
 	go func() {
@@ -294,6 +316,7 @@ func (f *fixture) got(p *pending) backend.Claim {
 	if err != nil {
 		f.t.Fatalf("Acquire by %s: %v, want success", p.owner, err)
 	}
+	f.checkClaim(p.req, c)
 	return c
 }
 

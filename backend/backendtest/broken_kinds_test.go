@@ -1,0 +1,211 @@
+package backendtest_test
+
+import (
+	"context"
+	"sync"
+
+	"github.com/ash-lock/ashlock/backend"
+	"github.com/ash-lock/ashlock/backend/memory"
+)
+
+// Broken backends for the queue model's kinds of claim, registered in
+// brokenBackends.
+func init() {
+	for name, b := range map[string]struct {
+		make     func() backend.Backend
+		mustFail []string
+	}{
+		"readers-jump-writers": {
+			func() backend.Backend { return readersJumpWriters{memory.New()} },
+			[]string{"ReadersDoNotStarveWriters", "SharedTryAcquire"},
+		},
+		"positional-permits": {
+			func() backend.Backend { return positionalPermits{memory.New()} },
+			[]string{"PermitsLowestFreeFirst", "InspectReportsHolders"},
+		},
+		"partial-multikey-try": {
+			func() backend.Backend { return partialMultiKeyTry{memory.New()} },
+			[]string{"MultiKeyTryAcquireLeavesNothing"},
+		},
+		"aliased-value": {
+			func() backend.Backend { return &aliasedValue{Backend: memory.New()} },
+			[]string{"ValuesPublishedAndSet"},
+		},
+		"setvalue-by-key": {
+			func() backend.Backend { return &setValueByKey{Backend: memory.New()} },
+			[]string{"SetValueComparesIdentity"},
+		},
+	} {
+		brokenBackends[name] = b
+	}
+}
+
+// readersJumpWriters lets a shared request in at once whenever only shared
+// claims hold the key, even past a queued writer: the reader-preferring
+// read/write lock that starves writers. It puts such a reader on a hidden
+// key of its own.
+type readersJumpWriters struct{ backend.Backend }
+
+func (b readersJumpWriters) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Claim, error) {
+	if r.Shared && r.Keys == nil {
+		info, err := b.Backend.Inspect(ctx, r.Key)
+		readersOnly := err == nil && info.Held
+		for _, h := range info.Holders {
+			readersOnly = readersOnly && h.Shared
+		}
+		if readersOnly {
+			key := r.Key
+			r.Key += shadow
+			c, err := b.Backend.Acquire(ctx, r)
+			c.Key = key
+			return c, err
+		}
+	}
+	return b.Backend.Acquire(ctx, r)
+}
+
+func (b readersJumpWriters) Release(ctx context.Context, c backend.Claim) error {
+	if err := b.Backend.Release(ctx, c); err != nil {
+		return err
+	}
+	if c.Keys == nil {
+		c.Key += shadow
+		return b.Backend.Release(ctx, c)
+	}
+	return nil
+}
+
+// positionalPermits numbers a key's holders by their place among the
+// holders instead of giving each the lowest free permit, so that after an
+// early holder leaves, a newcomer shares a permit with a holder behind it.
+type positionalPermits struct{ backend.Backend }
+
+func (p positionalPermits) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Claim, error) {
+	c, err := p.Backend.Acquire(ctx, r)
+	if err == nil && c.Permits > 1 {
+		info, ierr := p.Backend.Inspect(ctx, c.Key)
+		if ierr == nil {
+			for i, h := range info.Holders {
+				if h.Token == c.Token {
+					c.Permit = i
+				}
+			}
+		}
+	}
+	return c, err
+}
+
+func (p positionalPermits) Inspect(ctx context.Context, key string) (backend.LockInfo, error) {
+	info, err := p.Backend.Inspect(ctx, key)
+	if info.Permits > 1 {
+		for i := range info.Holders {
+			info.Holders[i].Permit = i
+		}
+	}
+	return info, err
+}
+
+// partialMultiKeyTry tries a multi-key set one key at a time and, when a
+// key is held, fails without giving back the keys it took before it.
+type partialMultiKeyTry struct{ backend.Backend }
+
+func (p partialMultiKeyTry) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Claim, error) {
+	if r.Wait || len(r.Keys) < 2 {
+		return p.Backend.Acquire(ctx, r)
+	}
+	var taken []backend.Claim
+	for _, k := range r.Keys {
+		one := r
+		one.Key, one.Keys, one.ID = k, nil, r.ID+"/"+k
+		c, err := p.Backend.Acquire(ctx, one)
+		if err != nil {
+			return backend.Claim{}, err // the keys in taken stay held
+		}
+		taken = append(taken, c)
+	}
+	for _, c := range taken {
+		if err := p.Backend.Release(ctx, c); err != nil {
+			return backend.Claim{}, err
+		}
+	}
+	return p.Backend.Acquire(ctx, r)
+}
+
+// aliasedValue publishes the caller's slices instead of copies, so a
+// caller changing them later changes what Inspect shows.
+type aliasedValue struct {
+	backend.Backend
+	mu     sync.Mutex
+	values map[uint64][]byte // token -> the caller's slice
+}
+
+func (a *aliasedValue) keep(token uint64, v []byte) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.values == nil {
+		a.values = map[uint64][]byte{}
+	}
+	a.values[token] = v
+}
+
+func (a *aliasedValue) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Claim, error) {
+	c, err := a.Backend.Acquire(ctx, r)
+	if err == nil {
+		a.keep(c.Token, r.Value)
+	}
+	return c, err
+}
+
+func (a *aliasedValue) SetValue(ctx context.Context, c backend.Claim, v []byte) error {
+	err := a.Backend.SetValue(ctx, c, v)
+	if err == nil {
+		a.keep(c.Token, v)
+	}
+	return err
+}
+
+func (a *aliasedValue) Inspect(ctx context.Context, key string) (backend.LockInfo, error) {
+	info, err := a.Backend.Inspect(ctx, key)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, h := range info.Holders {
+		if v, ok := a.values[h.Token]; ok {
+			info.Holders[i].Value = v
+		}
+	}
+	return info, err
+}
+
+// setValueByKey sets the value of whoever holds the key, like a SetValue
+// that writes by key instead of comparing the claim's identity.
+type setValueByKey struct {
+	backend.Backend
+	mu  sync.Mutex
+	ids map[uint64]string // token -> claim ID of every claim handed out
+}
+
+func (s *setValueByKey) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Claim, error) {
+	c, err := s.Backend.Acquire(ctx, r)
+	if err == nil {
+		s.mu.Lock()
+		if s.ids == nil {
+			s.ids = map[uint64]string{}
+		}
+		s.ids[c.Token] = c.ID
+		s.mu.Unlock()
+	}
+	return c, err
+}
+
+func (s *setValueByKey) SetValue(ctx context.Context, c backend.Claim, v []byte) error {
+	info, err := s.Backend.Inspect(ctx, c.Key)
+	if err != nil || !info.Held {
+		return s.Backend.SetValue(ctx, c, v)
+	}
+	s.mu.Lock()
+	id := s.ids[info.Token]
+	s.mu.Unlock()
+	holder := c
+	holder.ID, holder.Token = id, info.Token
+	return s.Backend.SetValue(ctx, holder, v)
+}
