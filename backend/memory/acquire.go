@@ -68,10 +68,14 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (held
 // uncontended Acquire locks the Backend once, not twice. (Both structs are
 // passed by pointer: copying them is a noticeable part of that path.)
 func (b *Backend) admit(req *backend.AcquireRequest, held *backend.Claim) (*claim, chan struct{}, error) {
-	if err := validate(req); err != nil {
-		return nil, nil, err
+	// The inline test keeps the common request (one key, one permit, a
+	// short value) off validate's call.
+	if req.Keys != nil || uint(req.Permits) > 1 || len(req.Value) > backend.MaxValueLen {
+		if err := validate(req); err != nil {
+			return nil, nil, err
+		}
 	}
-	n := max(req.Permits, 1)
+	n := int32(max(req.Permits, 1))
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -133,7 +137,24 @@ func (b *Backend) admit(req *backend.AcquireRequest, held *backend.Claim) (*clai
 		return c, c.ready, nil
 	}
 	c.token = b.nextTokenLocked()
-	b.enqueueLocked(c)
+	if req.Keys == nil {
+		// enqueueLocked for one key, spelled out for the uncontended
+		// path's sake: with one key, admitsNew has already said whether
+		// the rule admits the entry, and the claim holds exactly then.
+		e := &c.first
+		if k.queue.empty() {
+			k.permits = n
+		}
+		k.queue.pushBack(e)
+		if now {
+			k.markFree(e)
+			b.promoteLocked(c)
+		} else if k.frontier == nil {
+			k.frontier = e
+		}
+	} else {
+		b.enqueueLocked(c)
+	}
 	if c.state == stateHolding {
 		if req.Stamp == nil {
 			c.returned = true
@@ -150,10 +171,9 @@ func (b *Backend) admit(req *backend.AcquireRequest, held *backend.Claim) (*clai
 // attachKeysLocked gives c, a multi-key claim, one entry per key, creating
 // the keys' records as needed.
 func (b *Backend) attachKeysLocked(c *claim, keys []string) {
-	c.keys = slices.Clone(keys)
-	c.more = make([]entry, len(keys)-1)
-	for i, name := range c.keys {
-		e := c.entryAt(i)
+	c.multi = &multiKey{keys: slices.Clone(keys), more: make([]entry, len(keys)-1)}
+	for i, name := range c.multi.keys {
+		e := c.entryAt(int32(i))
 		e.c = c
 		if e.key = b.keyLocked(name); e.key == nil {
 			e.key = &keyState{name: name}
@@ -162,7 +182,7 @@ func (b *Backend) attachKeysLocked(c *claim, keys []string) {
 	}
 }
 
-func mismatchErr(key string, n, have int) error {
+func mismatchErr(key string, n, have int32) error {
 	return fmt.Errorf("memory: acquire %q: %d permits, the key's queued claims have %d: %w",
 		key, n, have, backend.ErrPermitMismatch)
 }

@@ -54,9 +54,8 @@ type entry struct {
 // may hold many: every list it is on is intrusive (no per-claim map entry or
 // slice slot), and the wake-up channel exists only while a request waits.
 type claim struct {
-	first entry   // the entry at Key
-	more  []entry // the entries at Keys[1:] of a multi-key claim; never reallocated once linked
-	keys  []string
+	first entry     // the entry at Key
+	multi *multiKey // nil unless the claim is multi-key
 	lease *lease
 	id    string // the claim's name: the request's ID, or name
 	owner string
@@ -67,9 +66,9 @@ type claim struct {
 	token uint64 // 0 while stateWaitingUnfair
 	value []byte // the Backend's own copy; replaced, never written into
 
-	permits int // n: 1 for exclusive and shared claims
-	permit  int // the permit held, once holding
-	nFree   int // how many entries are free
+	permits int32 // n: 1 for exclusive and shared claims
+	permit  int32 // the permit held, once holding
+	nFree   int32 // how many entries are free
 	shared  bool
 
 	acquiredAt time.Time
@@ -97,16 +96,36 @@ type claim struct {
 	reqDone bool
 }
 
+// multiKey is what only a multi-key claim needs, kept out of line so that
+// it costs a single-key claim one pointer.
+type multiKey struct {
+	keys []string // the request's Keys (a copy), for Claim.Keys
+	more []entry  // the entries at keys[1:]; never reallocated once linked
+}
+
 // nKeys is the number of keys (and entries) of the claim.
-func (c *claim) nKeys() int { return 1 + len(c.more) }
+func (c *claim) nKeys() int32 {
+	if c.multi == nil {
+		return 1
+	}
+	return int32(len(c.multi.keys))
+}
 
 // entryAt returns the claim's entry at its i-th key, in the request's
 // (sorted) key order.
-func (c *claim) entryAt(i int) *entry {
+func (c *claim) entryAt(i int32) *entry {
 	if i == 0 {
 		return &c.first
 	}
-	return &c.more[i-1]
+	return &c.multi.more[i-1]
+}
+
+// keys returns Claim.Keys: nil unless the claim is multi-key.
+func (c *claim) keys() []string {
+	if c.multi == nil {
+		return nil
+	}
+	return c.multi.keys
 }
 
 // exclusive reports whether the claim needs its keys to itself.
@@ -125,15 +144,15 @@ func (c *claim) wake() {
 func (c *claim) export() backend.Claim {
 	return backend.Claim{
 		Key:        c.first.key.name,
-		Keys:       c.keys,
+		Keys:       c.keys(),
 		ID:         c.id,
 		Lease:      c.lease.id,
 		Token:      c.token,
 		AcquiredAt: c.acquiredAt,
 		Stamp:      c.stamp,
 		Shared:     c.shared,
-		Permits:    c.permits,
-		Permit:     c.permit,
+		Permits:    int(c.permits),
+		Permit:     int(c.permit),
 		Value:      c.value,
 	}
 }

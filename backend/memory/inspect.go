@@ -31,7 +31,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.LockInfo, er
 	if k == nil || k.queue.empty() {
 		return info, nil
 	}
-	info.Permits = k.permits
+	info.Permits = int(k.permits)
 	for e := k.queue.head; e != nil; e = e.next {
 		c := e.c
 		if c.state != stateHolding {
@@ -41,7 +41,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.LockInfo, er
 		info.Holders = append(info.Holders, backend.Holder{
 			Owner:      c.owner,
 			Token:      c.token,
-			Permit:     c.permit,
+			Permit:     int(c.permit),
 			Shared:     c.shared,
 			Value:      bytes.Clone(c.value),
 			AcquiredAt: c.acquiredAt,

@@ -37,9 +37,9 @@ type keyState struct {
 	unfair entryList
 
 	frontier  *entry // the first entry not free; nil when all are
-	nFree     int    // entries ahead of the frontier
-	nFreeExcl int    // exclusive entries ahead of the frontier
-	permits   int    // n, agreed by every claim in the queue; stale while the queue is empty
+	nFree     int32  // entries ahead of the frontier
+	nFreeExcl int32  // exclusive entries ahead of the frontier
+	permits   int32  // n, agreed by every claim in the queue; stale while the queue is empty
 
 	// used has a bit set for each permit held, for counted keys. It is
 	// kept while the record lives, so a pool acquired and released again
@@ -65,7 +65,7 @@ func (k *keyState) admits(e *entry) bool {
 // admitsNew reports whether a claim of the given kind made now would be
 // free at k: the queue rule admits it at the back of the queue, and it
 // agrees with the queue on n. A nil k is a key with no record: free.
-func (k *keyState) admitsNew(shared bool, n int) bool {
+func (k *keyState) admitsNew(shared bool, n int32) bool {
 	switch {
 	case k == nil || k.queue.empty():
 		return true
@@ -94,7 +94,7 @@ func (k *keyState) mayAdmitNew() bool {
 }
 
 // mismatch reports whether a claim with n permits may not join k's queue.
-func (k *keyState) mismatch(n int) bool {
+func (k *keyState) mismatch(n int32) bool {
 	return k != nil && !k.queue.empty() && k.permits != n
 }
 
@@ -165,14 +165,14 @@ func (b *Backend) advanceLocked(k *keyState) {
 // it held. Holders of a counted key come to hold it in token order (they
 // are its free prefix), so the tokens of successive holders of one permit
 // increase. There is always one free: k has fewer than n holders.
-func (k *keyState) takePermit() int {
-	words := (k.permits + 63) / 64
+func (k *keyState) takePermit() int32 {
+	words := int(k.permits+63) / 64
 	if len(k.used) < words {
 		k.used = append(k.used, make([]uint64, words-len(k.used))...)
 	}
 	for i, w := range k.used[:words] {
 		if w != ^uint64(0) {
-			p := i*64 + bits.TrailingZeros64(^w)
+			p := int32(i*64 + bits.TrailingZeros64(^w))
 			if p >= k.permits {
 				break
 			}
@@ -184,7 +184,7 @@ func (k *keyState) takePermit() int {
 }
 
 // releasePermit marks permit p of k free.
-func (k *keyState) releasePermit(p int) {
+func (k *keyState) releasePermit(p int32) {
 	k.used[p/64] &^= 1 << (p % 64)
 }
 

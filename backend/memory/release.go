@@ -53,20 +53,10 @@ func (b *Backend) removeLocked(c *claim, why endReason) (lostCall, bool) {
 		if c.state == stateHolding && c.permits > 1 {
 			c.first.key.releasePermit(c.permit)
 		}
-		// Three passes, so that each sees c gone from every key: a
-		// claim admitted at one key may be waiting only for c's entry
-		// at another, and a non-fair waiter needs room at all its keys.
-		for i := range c.nKeys() {
-			e := c.entryAt(i)
-			e.key.unlink(e)
-		}
-		for i := range c.nKeys() {
-			b.advanceLocked(c.entryAt(i).key)
-		}
-		for i := range c.nKeys() {
-			if k := c.entryAt(i).key; !k.unfair.empty() {
-				b.admitUnfairLocked(k)
-			}
+		if c.multi == nil {
+			b.unqueueLocked(c.first.key, &c.first)
+		} else {
+			b.unqueueMultiLocked(c)
 		}
 	case stateWaitingUnfair:
 		for i := range c.nKeys() {
@@ -79,10 +69,12 @@ func (b *Backend) removeLocked(c *claim, why endReason) (lostCall, bool) {
 	c.lease.claims.remove(c)
 	c.state, c.why = stateGone, why
 	c.wake()
-	for i := range c.nKeys() {
-		if k := c.entryAt(i).key; k.idle() {
+	if c.multi == nil {
+		if k := c.first.key; k.idle() {
 			b.parkLocked(k)
 		}
+	} else {
+		b.parkMultiLocked(c)
 	}
 	var call lostCall
 	owed := false
@@ -96,6 +88,41 @@ func (b *Backend) removeLocked(c *claim, why endReason) (lostCall, bool) {
 		b.recycleLocked(c)
 	}
 	return call, owed
+}
+
+// unqueueLocked takes e, the one entry of a single-key claim, out of k's
+// queue, and admits the claims its departure lets hold.
+func (b *Backend) unqueueLocked(k *keyState, e *entry) {
+	k.unlink(e)
+	// With no frontier every claim of the key is free already.
+	if k.frontier != nil {
+		b.advanceLocked(k)
+	}
+	if !k.unfair.empty() {
+		b.admitUnfairLocked(k)
+	}
+}
+
+// unqueueMultiLocked takes every entry of c, a multi-key claim, out of its
+// keys' queues, and admits the claims its departure lets hold. It works
+// in three passes, so that each sees c gone from every key: a claim
+// admitted at one key may be waiting only for c's entry at another, and a
+// non-fair waiter needs room at all its keys at once.
+func (b *Backend) unqueueMultiLocked(c *claim) {
+	for i := range c.nKeys() {
+		e := c.entryAt(i)
+		e.key.unlink(e)
+	}
+	for i := range c.nKeys() {
+		if k := c.entryAt(i).key; k.frontier != nil {
+			b.advanceLocked(k)
+		}
+	}
+	for i := range c.nKeys() {
+		if k := c.entryAt(i).key; !k.unfair.empty() {
+			b.admitUnfairLocked(k)
+		}
+	}
 }
 
 // parkLocked keeps k, which has just become idle, in the key map as the
@@ -114,6 +141,26 @@ func (b *Backend) parkLocked(k *keyState) {
 		delete(b.keys, p.name)
 	}
 	b.parked = k
+}
+
+// parkMultiLocked parks the last of c's keys that has become idle and
+// deletes the others. Parking each in turn would not do: parking one key
+// deletes the key parked before it, which may be another of c's keys, and
+// parking that one afterwards would leave a parked record the map no
+// longer has.
+func (b *Backend) parkMultiLocked(c *claim) {
+	var last *keyState
+	for i := range c.nKeys() {
+		if k := c.entryAt(i).key; k.idle() {
+			if last != nil && last != b.parked {
+				delete(b.keys, last.name)
+			}
+			last = k
+		}
+	}
+	if last != nil {
+		b.parkLocked(last)
+	}
 }
 
 // keyLocked returns the record of key, or nil. The parked key is looked at
