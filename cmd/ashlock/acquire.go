@@ -95,6 +95,15 @@ func (o runOptions) lock(ctx context.Context, e *env) (*held, error) {
 	if o.owner != "" {
 		b = b.WithOwner(o.owner)
 	}
+	if o.shared {
+		b = b.Shared()
+	}
+	if o.permits != 1 {
+		b = b.WithPermits(o.permits)
+	}
+	if o.value != "" {
+		b = b.WithValue([]byte(o.value))
+	}
 	actx, cancel := ctx, context.CancelFunc(func() {})
 	switch {
 	case o.timeout > 0:
@@ -115,10 +124,47 @@ func (o runOptions) lock(ctx context.Context, e *env) (*held, error) {
 		g, err = b.Acquire(actx)
 	}
 	if err != nil {
+		if errors.Is(err, ashlock.ErrPermitMismatch) {
+			err = o.explainMismatch(ctx, client, err)
+		}
 		closeClient(e, client)
 		return nil, err
 	}
 	return &held{client: client, guard: g}, nil
+}
+
+// explainMismatch adds to an ErrPermitMismatch the permit count the key's
+// other claims use, read with one Inspect bounded like the connection. If
+// that read fails, or the queue has changed meanwhile, err is returned as
+// it is: the count is a help, not the point.
+func (o runOptions) explainMismatch(ctx context.Context, client *ashlock.LockClient, err error) error {
+	ctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
+	defer cancel()
+	info, ierr := client.Inspect(ctx, o.key)
+	if ierr != nil || info.Permits == 0 || info.Permits == o.permits {
+		return err
+	}
+	return &mismatchError{err: err, theirs: info.Permits}
+}
+
+// mismatchError is an ErrPermitMismatch with the key's permit count.
+type mismatchError struct {
+	err    error
+	theirs int
+}
+
+func (m *mismatchError) Error() string { return m.err.Error() }
+func (m *mismatchError) Unwrap() error { return m.err }
+
+// ownKind describes o's claim as the permit comparison sees it.
+func (o runOptions) ownKind() string {
+	switch {
+	case o.permits > 1:
+		return fmt.Sprintf("--permits %d", o.permits)
+	case o.shared:
+		return "--shared (one permit)"
+	}
+	return "a plain lock (one permit)"
 }
 
 // describeAcquireError says in words why the lock was not taken.
@@ -128,6 +174,13 @@ func describeAcquireError(o runOptions, err error) string {
 		return fmt.Sprintf("%q: not acquired: held elsewhere (--try)", o.key)
 	case errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ashlock.ErrUnavailable):
 		return fmt.Sprintf("%q: not acquired within --timeout %v", o.key, o.timeout)
+	case errors.Is(err, ashlock.ErrPermitMismatch):
+		theirs := "another permit count"
+		if m, ok := errors.AsType[*mismatchError](err); ok {
+			theirs = fmt.Sprintf("%d permits", m.theirs)
+		}
+		return fmt.Sprintf("%q: not acquired: this run asks for %s, but the runs holding or queued on the key use %s; "+
+			"every run of a key must give the same --permits (plain and --shared runs count as 1)", o.key, o.ownKind(), theirs)
 	}
 	return fmt.Sprintf("%q: %s", o.key, errText(err))
 }

@@ -24,7 +24,7 @@ import (
 // sysexits' EX_PROTOCOL, reused here because nothing closer exists.
 const (
 	exitOK          = 0
-	exitUsage       = 64  // EX_USAGE: bad flags or arguments, invalid key, TTL or seed
+	exitUsage       = 64  // EX_USAGE: bad flags or arguments, invalid key, TTL or seed; --permits differs from the key's other runs
 	exitUnavailable = 69  // EX_UNAVAILABLE: the backend could not be reached
 	exitSoftware    = 70  // EX_SOFTWARE: an unexpected internal error
 	exitNotAcquired = 75  // EX_TEMPFAIL: lock held (--try), --timeout passed, wait cancelled by a signal
@@ -43,7 +43,13 @@ func acquireExitCode(err error) int {
 		return exitOK
 	case errors.Is(err, ashlock.ErrInvalidKey),
 		errors.Is(err, ashlock.ErrInvalidTTL),
-		errors.Is(err, ashlock.ErrInvalidConfig):
+		errors.Is(err, ashlock.ErrInvalidConfig),
+		// The invocation disagrees with the key's other users on the
+		// number of permits: a configuration to fix, not a busy lock to
+		// retry. As 75 it would be silenced by --quiet and look like a
+		// skipped turn on every run, each side excluding the other with
+		// the wrong count; as 64 it is reported every time.
+		errors.Is(err, ashlock.ErrPermitMismatch):
 		return exitUsage
 	case errors.Is(err, ashlock.ErrUnavailable):
 		// Checked before the context errors: a wait that timed out

@@ -29,6 +29,8 @@ func TestAcquireExitCode(t *testing.T) {
 		{"invalid key", ashlock.ErrInvalidKey, exitUsage},
 		{"invalid TTL", ashlock.ErrInvalidTTL, exitUsage},
 		{"invalid config", ashlock.ErrInvalidConfig, exitUsage},
+		{"permit mismatch", fmt.Errorf("x: %w", ashlock.ErrPermitMismatch), exitUsage},
+		{"permit mismatch, explained", &mismatchError{err: ashlock.ErrPermitMismatch, theirs: 3}, exitUsage},
 		{"closed", ashlock.ErrClosed, exitSoftware},
 		{"anything else", errors.New("surprise"), exitSoftware},
 	}

@@ -6,7 +6,8 @@ package main
 // flag sets, to read well; a test checks that every flag is in them.
 
 const toolHelp = `ashlock runs a command while holding a distributed lock, so that at most
-one copy of it runs at a time across processes and machines.
+one copy of it runs at a time across processes and machines (or at most N,
+with --permits N; or any number of --shared runs, excluding plain ones).
 
 Usage:
   ashlock run [flags] KEY -- COMMAND [ARG...]   run COMMAND while holding KEY
@@ -28,9 +29,16 @@ Run 'ashlock run --help' for the exit codes and an example cron line.
 const runHelp = `Usage: ashlock run [flags] KEY -- COMMAND [ARG...]
 
 Takes the lock KEY, runs COMMAND while holding it, and releases it when
-COMMAND exits. Two runs with the same KEY and backend never overlap: the
-second waits its turn (first come, first served), or gives up at once
-with --try. Flags go before KEY; everything after "--" is COMMAND.
+COMMAND exits. Two plain runs with the same KEY and backend never
+overlap: the second waits its turn (first come, first served), or gives
+up at once with --try. Flags go before KEY; everything after "--" is
+COMMAND.
+
+With --shared, runs with --shared hold KEY together and exclude plain
+runs (a read lock beside a write lock). With --permits N, up to N runs
+hold KEY at once, each with its own permit number in 0..N-1. Waiting is
+first come, first served for all of them: a --shared run queued behind a
+plain one waits for it.
 
 While COMMAND runs, ashlock keeps the lock's lease alive. If the lock is
 lost anyway (backend unreachable for longer than the TTL allows, lease
@@ -53,11 +61,20 @@ Flags:
   --ttl DURATION           lease TTL: how long the lock outlives a holder
                            that died without releasing it (default 30s;
                            etcd rounds up to whole seconds)
-  --try                    do not wait: exit 75 if KEY is held elsewhere
+  --try                    do not wait: exit 75 if KEY cannot be had at once
   --timeout DURATION       give up waiting after DURATION (exit 75);
                            default 0, wait as long as it takes
   --owner LABEL            holder label shown by inspect (default host:pid)
   --quiet                  no message when the lock is not acquired (75)
+  --shared                 take KEY as a shared lock: any number of --shared
+                           runs hold it together, no plain run meanwhile
+  --permits N              take KEY as a counted lock: at most N runs hold
+                           it at once (N in 1..1024, default 1: a plain
+                           lock). Every run of KEY must give the same N
+                           (plain and --shared runs count as 1); else
+                           exit 64. Not with --shared.
+  --value STR              publish STR with the claim for inspect to show
+                           (at most 64 KiB)
   --connect-timeout DURATION
                            bound on reaching the backend (default 10s)
 
@@ -67,6 +84,13 @@ Environment given to COMMAND:
                            that of every earlier holder of KEY. Pass it with
                            each write to the guarded resource and have the
                            resource refuse tokens below the highest it saw.
+                           With --permits, fence each permit on its own
+                           (resource name KEY#PERMIT); a --shared run's
+                           token is admitted beside other readers' (see
+                           fencing.Fence.AdmitShared).
+  ASHLOCK_PERMIT           the permit held, a decimal number in 0..N-1 with
+                           --permits N; always set, 0 for plain and
+                           --shared runs
   ASHLOCK_DEADLINE         RFC 3339 time at which the lock would lapse if
                            no renewal succeeded, as of COMMAND's start. A
                            hint only: renewals push it forward, and a lost
@@ -75,7 +99,11 @@ Environment given to COMMAND:
 Exit status:
   N     COMMAND's own exit status (128+S if it died of signal S), when the
         lock was held throughout
-  64    usage error: bad flags or arguments, invalid KEY, TTL or seed
+  64    usage error: bad flags or arguments, invalid KEY, TTL or seed;
+        or --permits (--shared and plain runs: 1) differs from that of the
+        runs holding or queued on KEY. A mismatch is a configuration to
+        fix, not a busy lock: retrying the same run does not help while
+        the others go on, so it is not 75, and --quiet does not hide it
   69    backend unavailable
   70    internal error
   75    not acquired: KEY held elsewhere (--try), --timeout passed, or the
@@ -89,20 +117,34 @@ Exit status:
 Example: a cron job that runs on one machine at a time, skipping a turn
 while the previous run is still going:
   */5 * * * * ashlock run --seed etcd://10.0.0.1:2379/ --try nightly-report -- /usr/local/bin/report
+
+Example: a cron job that runs at most 3 backups at once across machines,
+skipping a turn when 3 are running (the backup may use $ASHLOCK_PERMIT to
+pick one of 3 target disks):
+  0 * * * * ashlock run --seed etcd://10.0.0.1:2379/ --permits 3 --try backups -- /usr/local/bin/backup
 `
 
 const inspectHelp = `Usage: ashlock inspect [flags] KEY
 
-Prints who holds KEY (owner label, fencing token, when acquired, stamp if
-any) and the runs waiting for it, in the order they will get it. Exits 0
-whether KEY is held or free.
+Prints who holds KEY (owner label, fencing token, when acquired, stamp and
+value if any) and the runs waiting for it, in the order they will get it.
+A key held by several runs (--shared, --permits) lists every holder, with
+its permit number if the key is counted and "shared" for a shared one;
+waiters are marked "shared" likewise. Values are shown quoted if they are
+printable text (the first 64 bytes), else as their length and the first
+16 bytes in hex. Exits 0 whether KEY is held or free.
 
 Flags:
   --seed URL               backend (default $ASHLOCK_SEED, else memory://;
                            memory:// always shows KEY free, being a fresh
                            in-process store)
   --json                   print one JSON object: key, held, owner, token,
-                           acquired_at, stamp, waiters [{owner, token}]
+                           acquired_at, stamp (those four: the oldest
+                           holder's), permits (0 when nothing holds or
+                           waits), holders [{owner, token, permit, shared,
+                           value (base64, whole), acquired_at, stamp}],
+                           waiters [{owner, token, shared (only when
+                           true)}]
   --connect-timeout DURATION
                            bound on reaching the backend and reading KEY
                            (default 10s)

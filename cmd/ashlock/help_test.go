@@ -66,7 +66,8 @@ func TestRunHelpDocumentsEveryExitCode(t *testing.T) {
 			t.Errorf("run help does not document exit code %s", code)
 		}
 	}
-	for _, want := range []string{"ASHLOCK_KEY", "ASHLOCK_FENCING_TOKEN", "ASHLOCK_DEADLINE", "ASHLOCK_SEED", "128+S", "*/5 * * * * ashlock run"} {
+	for _, want := range []string{"ASHLOCK_KEY", "ASHLOCK_FENCING_TOKEN", "ASHLOCK_DEADLINE", "ASHLOCK_PERMIT", "ASHLOCK_SEED", "128+S",
+		"*/5 * * * * ashlock run", "0 * * * * ashlock run --seed etcd://10.0.0.1:2379/ --permits 3 --try backups -- /usr/local/bin/backup\n"} {
 		if !strings.Contains(runHelp, want) {
 			t.Errorf("run help does not mention %s", want)
 		}

@@ -8,9 +8,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/ash-lock/ashlock"
 )
@@ -94,6 +96,8 @@ func inspectExitCode(err error) int {
 }
 
 // infoJSON is the --json shape: stable field names, times in RFC 3339.
+// Owner, Token, AcquiredAt and Stamp are the oldest holder's, as before
+// holders came in; Holders lists every holder.
 type infoJSON struct {
 	Key        string       `json:"key"`
 	Held       bool         `json:"held"`
@@ -101,12 +105,24 @@ type infoJSON struct {
 	Token      uint64       `json:"token,omitempty"`
 	AcquiredAt *time.Time   `json:"acquired_at,omitempty"`
 	Stamp      *stampJSON   `json:"stamp,omitempty"`
+	Permits    int          `json:"permits"` // 0 when nothing holds or waits
+	Holders    []holderJSON `json:"holders"`
 	Waiters    []waiterJSON `json:"waiters"`
 }
 
 type stampJSON struct {
 	WallTime int64  `json:"wall_time"` // Unix nanoseconds
 	Logical  uint32 `json:"logical"`
+}
+
+type holderJSON struct {
+	Owner      string     `json:"owner"`
+	Token      uint64     `json:"token"`
+	Permit     int        `json:"permit"`
+	Shared     bool       `json:"shared"`
+	Value      []byte     `json:"value,omitempty"` // base64, as encoding/json writes []byte
+	AcquiredAt *time.Time `json:"acquired_at,omitempty"`
+	Stamp      *stampJSON `json:"stamp,omitempty"`
 }
 
 type waiterJSON struct {
@@ -116,13 +132,16 @@ type waiterJSON struct {
 }
 
 func writeInfoJSON(w io.Writer, info ashlock.LockInfo) error {
-	out := infoJSON{Key: info.Key, Held: info.Held, Owner: info.Owner, Token: info.Token, Waiters: []waiterJSON{}}
-	if !info.AcquiredAt.IsZero() {
-		at := info.AcquiredAt.UTC()
-		out.AcquiredAt = &at
+	out := infoJSON{
+		Key: info.Key, Held: info.Held, Owner: info.Owner, Token: info.Token, Permits: info.Permits,
+		AcquiredAt: timeJSON(info.AcquiredAt), Stamp: stampOf(info.Stamp),
+		Holders: []holderJSON{}, Waiters: []waiterJSON{},
 	}
-	if !info.Stamp.IsZero() {
-		out.Stamp = &stampJSON{WallTime: info.Stamp.WallTime, Logical: info.Stamp.Logical}
+	for _, h := range holdersOf(info) {
+		out.Holders = append(out.Holders, holderJSON{
+			Owner: h.Owner, Token: h.Token, Permit: h.Permit, Shared: h.Shared, Value: h.Value,
+			AcquiredAt: timeJSON(h.AcquiredAt), Stamp: stampOf(h.Stamp),
+		})
 	}
 	for _, wt := range info.Waiters {
 		out.Waiters = append(out.Waiters, waiterJSON(wt))
@@ -132,37 +151,212 @@ func writeInfoJSON(w io.Writer, info ashlock.LockInfo) error {
 	return enc.Encode(out)
 }
 
+// timeJSON returns t in UTC, or nil (field left out) for the zero time.
+func timeJSON(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+// stampOf returns s as JSON, or nil (field left out) for no stamp.
+func stampOf(s ashlock.Timestamp) *stampJSON {
+	if s.IsZero() {
+		return nil
+	}
+	return &stampJSON{WallTime: s.WallTime, Logical: s.Logical}
+}
+
+// holdersOf returns the holders of info, oldest first. A backend that
+// reports a held key without Holders gets one made of the oldest holder's
+// fields, so that a held key never shows an empty list.
+func holdersOf(info ashlock.LockInfo) []ashlock.Holder {
+	if len(info.Holders) > 0 || !info.Held {
+		return info.Holders
+	}
+	return []ashlock.Holder{{Owner: info.Owner, Token: info.Token, AcquiredAt: info.AcquiredAt, Stamp: info.Stamp}}
+}
+
 // writeInfoText prints info for people: one "field: value" line each,
 // then the waiters in queue order. now dates the "ago".
+//
+// A key held by one exclusive holder, not counted, shows that holder in
+// fields of its own (holder, token, acquired at, stamp, value), as before
+// shared and counted locks existed. Any other held key shows its permit
+// count if counted and a numbered list of holders, each with its token,
+// permit (counted keys), shared mark and fields.
 func writeInfoText(w io.Writer, info ashlock.LockInfo, now time.Time) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "key:\t%s\n", info.Key)
-	if info.Held {
-		fmt.Fprintf(tw, "state:\theld\n")
-		fmt.Fprintf(tw, "holder:\t%s\n", info.Owner)
-		fmt.Fprintf(tw, "token:\t%d\n", info.Token)
-		if !info.AcquiredAt.IsZero() {
-			ago := now.Sub(info.AcquiredAt).Round(time.Millisecond)
-			fmt.Fprintf(tw, "acquired at:\t%s (%v ago)\n", info.AcquiredAt.UTC().Format(time.RFC3339Nano), ago)
+	var t textBlock
+	t.field("key", info.Key)
+	holders := holdersOf(info)
+	counted := info.Permits > 1
+	switch {
+	case !info.Held:
+		t.field("state", "free")
+	case len(holders) == 1 && !holders[0].Shared && !counted:
+		h := holders[0]
+		t.field("state", "held")
+		t.field("holder", showLabel(h.Owner))
+		t.field("token", strconv.FormatUint(h.Token, 10))
+		holderFields(&t, h, now)
+	default:
+		t.field("state", "held")
+		if counted {
+			t.field("permits", strconv.Itoa(info.Permits))
 		}
-		if !info.Stamp.IsZero() {
-			fmt.Fprintf(tw, "stamp:\t%s\n", info.Stamp)
+		t.field("holders", strconv.Itoa(len(holders)))
+		for i, h := range holders {
+			var sub textBlock
+			holderFields(&sub, h, now)
+			num := fmt.Sprintf("  %d. ", i+1)
+			t.line(fmt.Sprintf("%s%s (%s)", num, showLabel(h.Owner), holderMarks(h, counted)))
+			t.nest(&sub, strings.Repeat(" ", len(num)))
 		}
-	} else {
-		fmt.Fprintf(tw, "state:\tfree\n")
 	}
 	if len(info.Waiters) == 0 {
-		fmt.Fprintf(tw, "waiters:\tnone\n")
+		t.field("waiters", "none")
 	} else {
-		fmt.Fprintf(tw, "waiters:\t%d\n", len(info.Waiters))
+		t.field("waiters", strconv.Itoa(len(info.Waiters)))
+		for i, wt := range info.Waiters {
+			shared := ""
+			if wt.Shared {
+				shared = ", shared"
+			}
+			t.line(fmt.Sprintf("  %d. %s (token %d%s)", i+1, showLabel(wt.Owner), wt.Token, shared))
+		}
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	var b strings.Builder
-	for i, wt := range info.Waiters {
-		fmt.Fprintf(&b, "  %d. %s (token %d)\n", i+1, wt.Owner, wt.Token)
-	}
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, t.String())
 	return err
+}
+
+// holderFields adds h's acquisition time, stamp and value, those it has.
+func holderFields(t *textBlock, h ashlock.Holder, now time.Time) {
+	if !h.AcquiredAt.IsZero() {
+		ago := now.Sub(h.AcquiredAt).Round(time.Millisecond)
+		t.field("acquired at", fmt.Sprintf("%s (%v ago)", h.AcquiredAt.UTC().Format(time.RFC3339Nano), ago))
+	}
+	if !h.Stamp.IsZero() {
+		t.field("stamp", h.Stamp.String())
+	}
+	if len(h.Value) > 0 {
+		t.field("value", showValue(h.Value))
+	}
+}
+
+// holderMarks is the parenthesised part of a holder's list line.
+func holderMarks(h ashlock.Holder, counted bool) string {
+	s := "token " + strconv.FormatUint(h.Token, 10)
+	if counted {
+		s += ", permit " + strconv.Itoa(h.Permit)
+	}
+	if h.Shared {
+		s += ", shared"
+	}
+	return s
+}
+
+// textBlock collects "label: value" fields and other lines, and writes the
+// fields' values aligned in one column, two spaces after the longest
+// label, whatever lines come between the fields.
+type textBlock struct {
+	rows []textRow
+}
+
+// textRow is a field (label set), a line of its own, or a nested block.
+type textRow struct {
+	label, value string
+	line         string
+	sub          *textBlock
+	indent       string // of sub
+}
+
+func (t *textBlock) field(label, value string) {
+	t.rows = append(t.rows, textRow{label: label + ":", value: value})
+}
+
+func (t *textBlock) line(s string) { t.rows = append(t.rows, textRow{line: s}) }
+
+// nest adds b, each of its lines prefixed with indent, its fields aligned
+// among themselves.
+func (t *textBlock) nest(b *textBlock, indent string) {
+	if len(b.rows) > 0 {
+		t.rows = append(t.rows, textRow{sub: b, indent: indent})
+	}
+}
+
+func (t *textBlock) String() string {
+	var sb strings.Builder
+	t.write(&sb, "")
+	return sb.String()
+}
+
+func (t *textBlock) write(sb *strings.Builder, indent string) {
+	width := 0
+	for _, r := range t.rows {
+		width = max(width, len(r.label))
+	}
+	for _, r := range t.rows {
+		switch {
+		case r.sub != nil:
+			r.sub.write(sb, indent+r.indent)
+		case r.label != "":
+			fmt.Fprintf(sb, "%s%-*s  %s\n", indent, width, r.label, r.value)
+		default:
+			fmt.Fprintf(sb, "%s%s\n", indent, r.line)
+		}
+	}
+}
+
+// valueShown is how many bytes of a printable value the text output shows.
+const valueShown = 64
+
+// showValue renders a holder's value on one line, safe for a terminal:
+// printable text as a quoted Go string (its first valueShown bytes and the
+// length if longer), anything else as its length and a hex prefix.
+func showValue(v []byte) string {
+	if printable(v) {
+		if len(v) <= valueShown {
+			return strconv.Quote(string(v))
+		}
+		cut := valueShown
+		for cut > 0 && !utf8.RuneStart(v[cut]) {
+			cut--
+		}
+		return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(string(v[:cut])), len(v))
+	}
+	const hexShown = 16
+	s := fmt.Sprintf("%d bytes, hex %x", len(v), v[:min(len(v), hexShown)])
+	if len(v) > hexShown {
+		s += "..."
+	}
+	return s
+}
+
+// printable reports whether v is UTF-8 text made of printable characters
+// and the usual white space (which strconv.Quote shows escaped).
+func printable(v []byte) bool {
+	if !utf8.Valid(v) {
+		return false
+	}
+	for _, r := range string(v) {
+		if !unicode.IsPrint(r) && r != '\t' && r != '\n' && r != '\r' {
+			return false
+		}
+	}
+	return true
+}
+
+// showLabel renders an owner label: as it is if printable, quoted
+// otherwise (so that a label cannot forge lines of the output).
+func showLabel(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	if s == "" {
+		return `""`
+	}
+	return s
 }

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"time"
+
+	"github.com/ash-lock/ashlock/backend"
 )
 
 // runOptions is a parsed "ashlock run" invocation.
@@ -16,6 +18,9 @@ type runOptions struct {
 	timeout time.Duration
 	owner   string
 	quiet   bool
+	shared  bool   // --shared: a shared (read) lock
+	permits int    // --permits: a counted lock with this many permits; 1 is a plain lock
+	value   string // --value: published with the claim; "" publishes none
 	key     string
 	argv    []string // the command and its arguments, after "--"
 }
@@ -57,6 +62,9 @@ func (o *runOptions) flagSet(getenv func(string) string) *flag.FlagSet {
 	fs.DurationVar(&o.timeout, "timeout", 0, "bound on the wait")
 	fs.StringVar(&o.owner, "owner", "", "holder label")
 	fs.BoolVar(&o.quiet, "quiet", false, "no message when not acquired")
+	fs.BoolVar(&o.shared, "shared", false, "take a shared (read) lock")
+	fs.IntVar(&o.permits, "permits", 1, "counted lock: at most N holders at once")
+	fs.StringVar(&o.value, "value", "", "value published with the claim")
 	return fs
 }
 
@@ -69,6 +77,15 @@ func (o *runOptions) validate() error {
 	}
 	if o.timeout < 0 {
 		return fmt.Errorf("--timeout must not be negative, got %v", o.timeout)
+	}
+	if o.permits < 1 || o.permits > backend.MaxPermits {
+		return fmt.Errorf("--permits must be in 1..%d, got %d", backend.MaxPermits, o.permits)
+	}
+	if o.shared && o.permits > 1 {
+		return fmt.Errorf("--shared and --permits %d do not go together: a shared lock counts as one permit", o.permits)
+	}
+	if len(o.value) > backend.MaxValueLen {
+		return fmt.Errorf("--value is %d bytes, more than the %d (64 KiB) allowed", len(o.value), backend.MaxValueLen)
 	}
 	return nil
 }

@@ -38,6 +38,9 @@ func supervise(h *held, o runOptions, e *env, sigs <-chan os.Signal) int {
 		"ASHLOCK_KEY="+o.key,
 		"ASHLOCK_FENCING_TOKEN="+strconv.FormatUint(token, 10),
 		"ASHLOCK_DEADLINE="+h.guard.Deadline().UTC().Format(time.RFC3339Nano),
+		// Always set, 0 for plain and shared locks, so that a command can
+		// use it without checking how it was started.
+		"ASHLOCK_PERMIT="+strconv.Itoa(h.guard.Permit()),
 	)
 	term := prepareChild(cmd, e.stdin)
 	if err := cmd.Start(); err != nil {
