@@ -70,12 +70,13 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (held
 func (b *Backend) admit(req *backend.AcquireRequest, held *backend.Claim) (*claim, chan struct{}, error) {
 	// The inline test keeps the common request (one key, one permit, a
 	// short value) off validate's call.
+	n := int32(1)
 	if req.Keys != nil || uint(req.Permits) > 1 || len(req.Value) > backend.MaxValueLen {
 		if err := validate(req); err != nil {
 			return nil, nil, err
 		}
+		n = int32(max(req.Permits, 1))
 	}
-	n := int32(max(req.Permits, 1))
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -114,7 +115,9 @@ func (b *Backend) admit(req *backend.AcquireRequest, held *backend.Claim) (*clai
 	c := b.newClaimLocked()
 	c.lease, c.id, c.owner, c.onLost = l, req.ID, req.Owner, req.OnLost
 	c.shared, c.permits = req.Shared, n
-	c.value = bytes.Clone(req.Value) // nil stays nil: no allocation without a value
+	if req.Value != nil {
+		c.value = bytes.Clone(req.Value) // the Backend's own copy
+	}
 	if c.id == "" {
 		if c.name == "" {
 			c.name = uuid.NewString()

@@ -54,7 +54,16 @@ func (b *Backend) removeLocked(c *claim, why endReason) (lostCall, bool) {
 			c.first.key.releasePermit(c.permit)
 		}
 		if c.multi == nil {
-			b.unqueueLocked(c.first.key, &c.first)
+			// unqueueMultiLocked for one key, spelled out: this is
+			// every uncontended Release.
+			k := c.first.key
+			k.unlink(&c.first)
+			if k.frontier != nil { // else every claim of k is free already
+				b.advanceLocked(k)
+			}
+			if !k.unfair.empty() {
+				b.admitUnfairLocked(k)
+			}
 		} else {
 			b.unqueueMultiLocked(c)
 		}
@@ -88,19 +97,6 @@ func (b *Backend) removeLocked(c *claim, why endReason) (lostCall, bool) {
 		b.recycleLocked(c)
 	}
 	return call, owed
-}
-
-// unqueueLocked takes e, the one entry of a single-key claim, out of k's
-// queue, and admits the claims its departure lets hold.
-func (b *Backend) unqueueLocked(k *keyState, e *entry) {
-	k.unlink(e)
-	// With no frontier every claim of the key is free already.
-	if k.frontier != nil {
-		b.advanceLocked(k)
-	}
-	if !k.unfair.empty() {
-		b.admitUnfairLocked(k)
-	}
 }
 
 // unqueueMultiLocked takes every entry of c, a multi-key claim, out of its
