@@ -27,6 +27,10 @@ func init() {
 			func() backend.Backend { return partialMultiKeyTry{memory.New()} },
 			[]string{"MultiKeyTryAcquireLeavesNothing"},
 		},
+		"adopts-permits": {
+			func() backend.Backend { return adoptsPermits{memory.New()} },
+			[]string{"PermitMismatchLeavesNothing"},
+		},
 		"aliased-value": {
 			func() backend.Backend { return &aliasedValue{Backend: memory.New()} },
 			[]string{"ValuesPublishedAndSet"},
@@ -103,6 +107,20 @@ func (p positionalPermits) Inspect(ctx context.Context, key string) (backend.Loc
 		}
 	}
 	return info, err
+}
+
+// adoptsPermits takes a single-key request with the permit count of the
+// claims already queued on the key instead of refusing one whose count
+// differs.
+type adoptsPermits struct{ backend.Backend }
+
+func (a adoptsPermits) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Claim, error) {
+	if r.Keys == nil {
+		if info, err := a.Backend.Inspect(ctx, r.Key); err == nil && info.Permits > 0 && info.Permits != max(r.Permits, 1) {
+			r.Permits, r.Shared = info.Permits, false
+		}
+	}
+	return a.Backend.Acquire(ctx, r)
 }
 
 // partialMultiKeyTry tries a multi-key set one key at a time and, when a

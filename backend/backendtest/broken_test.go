@@ -38,11 +38,11 @@ var brokenBackends = map[string]struct {
 	},
 	"silent-loss": {
 		func() backend.Backend { return silentLoss{memory.New()} },
-		[]string{"RevokeSignalsLoss", "UnrenewedLeaseExpires"},
+		[]string{"RevokeSignalsLoss", "UnrenewedLeaseExpires", "RevokeSignalsLossOfEveryKind"},
 	},
 	"abandoned-wait": {
 		func() backend.Backend { return abandonedWait{memory.New()} },
-		[]string{"CancelledWaitLeavesNothing"},
+		[]string{"CancelledWaitLeavesNothing", "CancelledWaitOfEveryKindLeavesNothing"},
 	},
 }
 
