@@ -81,7 +81,7 @@ func (b *Backend) DeleteClaim(key string) bool {
 	if h == nil {
 		return false
 	}
-	if call, ok := b.removeLocked(h, endDeleted); ok {
+	if call, ok := b.loseLocked(h, endDeleted); ok {
 		b.notifyLocked([]lostCall{call})
 	}
 	return true

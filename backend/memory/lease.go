@@ -152,7 +152,7 @@ func (b *Backend) endLeaseLocked(l *lease, why endReason) {
 		// still further down this list and is removed in turn, its waiter
 		// woken once and finding it gone.
 		next := c.inLease.next
-		if call, ok := b.removeLocked(c, why); ok {
+		if call, ok := b.loseLocked(c, why); ok {
 			lost = append(lost, call)
 		}
 		c = next

@@ -15,14 +15,17 @@ import (
 // completes even when ctx has already ended; after Close it returns
 // backend.ErrClosed.
 func (b *Backend) Release(_ context.Context, c backend.Claim) error {
+	// No defer: this is half of every uncontended cycle, and nothing
+	// below can fail or call out of the package save the Clock.
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.closed {
+		b.mu.Unlock()
 		return errClosed("release")
 	}
 	if x := b.findLocked(&c); x != nil {
 		b.removeLocked(x, endReleased)
 	}
+	b.mu.Unlock()
 	return nil
 }
 
@@ -42,12 +45,30 @@ func (b *Backend) findLocked(c *backend.Claim) *claim {
 	return nil
 }
 
+// loseLocked removes c, as removeLocked does, for a reason other than its
+// owner's doing (why is endExpired, endRevoked or endDeleted), and returns
+// the OnLost call owed, if any: only a claim already returned by Acquire
+// gets one, once for all its keys. (A claim lost before that fails its own
+// Acquire instead.)
+func (b *Backend) loseLocked(c *claim, why endReason) (lostCall, bool) {
+	if c.state == stateGone {
+		return lostCall{}, false
+	}
+	var call lostCall
+	owed := c.returned && c.onLost != nil
+	if owed {
+		// Read before removeLocked, which may recycle c.
+		c.why = why
+		call = lostCall{f: c.onLost, cause: c.endErr()}
+	}
+	b.removeLocked(c, why)
+	return call, owed
+}
+
 // removeLocked takes c out of the store for reason why: off its keys and
 // its lease, its waiting request woken, the claims it kept waiting
-// admitted, and its keys' records dropped if now idle. It returns the
-// OnLost call owed, if any: only a claim already returned by Acquire and
-// lost other than by its owner's doing gets one, once for all its keys.
-func (b *Backend) removeLocked(c *claim, why endReason) (lostCall, bool) {
+// admitted, and its keys' records dropped if now idle.
+func (b *Backend) removeLocked(c *claim, why endReason) {
 	switch c.state {
 	case stateHolding, stateQueued:
 		if c.state == stateHolding && c.permits > 1 {
@@ -73,7 +94,7 @@ func (b *Backend) removeLocked(c *claim, why endReason) (lostCall, bool) {
 			e.key.unfair.remove(e)
 		}
 	case stateGone:
-		return lostCall{}, false
+		return
 	}
 	c.lease.claims.remove(c)
 	c.state, c.why = stateGone, why
@@ -85,18 +106,9 @@ func (b *Backend) removeLocked(c *claim, why endReason) (lostCall, bool) {
 	} else {
 		b.parkMultiLocked(c)
 	}
-	var call lostCall
-	owed := false
-	if c.returned && c.onLost != nil {
-		switch why {
-		case endExpired, endRevoked, endDeleted:
-			call, owed = lostCall{f: c.onLost, cause: c.endErr()}, true
-		}
-	}
 	if c.reqDone {
 		b.recycleLocked(c)
 	}
-	return call, owed
 }
 
 // unqueueMultiLocked takes every entry of c, a multi-key claim, out of its
