@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -58,9 +59,30 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 	case ctx.Err() != nil:
 		return backend.Claim{}, fmt.Errorf("etcd acquire: %w", backend.ContextError(ctx))
 	}
-	a := &acquisition{b: b, req: req, dir: b.layout.dir(req.Key)}
-	a.e = b.reg.add(a.dir, req.Lease, req.OnLost)
-	if req.Stamp != nil {
+	if err := checkRequest(&req); err != nil {
+		return backend.Claim{}, err
+	}
+	a := &acquisition{b: b, req: req, kind: kindOf(&req), dir: b.layout.dir(req.Key)}
+	switch {
+	case len(req.Keys) > 1:
+		a.dirs = make([]string, len(req.Keys))
+		for i, k := range req.Keys {
+			a.dirs[i] = b.layout.dir(k)
+		}
+		a.e = b.reg.addClaim(a.dirs, a.kind, req.Lease, req.OnLost)
+	case a.kind == exclusive:
+		a.e = b.reg.add(a.dir, req.Lease, req.OnLost)
+	default:
+		a.e = b.reg.addClaim([]string{a.dir}, a.kind, req.Lease, req.OnLost)
+	}
+	a.e.owner = req.Owner
+	if a.kind.counted() {
+		a.permit = noPermit // until it picks one
+	}
+	if len(req.Value) > 0 {
+		a.value = bytes.Clone(req.Value) // the Backend's copy
+	}
+	if req.Stamp != nil && a.dirs == nil {
 		a.stampKey = b.layout.stamp(req.Key)
 	}
 	c, err := a.run(ctx)
@@ -86,9 +108,13 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 type acquisition struct {
 	b        *Backend
 	req      backend.AcquireRequest
-	e        *entry // e.key is the claim's etcd key
-	dir      string // the queue directory of req.Key
-	stampKey string // "" unless the request stamps
+	kind     kind
+	e        *entry   // e.key is the claim's etcd key (at req.Key)
+	dir      string   // the queue directory of req.Key
+	dirs     []string // a multi-key request's queue directories, one per key; else nil
+	stampKey string   // "" unless a single-key request stamps (multi-key: see multistamp.go)
+	value    []byte   // the Backend's copy of req.Value
+	permit   int      // the permit held; noPermit while a counted claim has none
 
 	mayExist   bool  // the claim may exist in etcd: remove it on failure
 	token      int64 // create revision of the claim, once known
@@ -98,28 +124,79 @@ type acquisition struct {
 
 func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 	var err error
-	if a.req.Wait && a.req.Fair {
+	queued := a.req.Wait && a.req.Fair
+	switch {
+	case a.dirs != nil && queued:
+		err = a.enqueueAll(ctx)
+	case a.dirs != nil:
+		err = a.whenAllFree(ctx)
+	case a.kind.shared && queued:
+		err = a.enqueueShared(ctx)
+	case a.kind.shared:
+		err = a.whenFreeShared(ctx)
+	case a.kind.counted() && queued:
+		err = a.enqueueCounted(ctx)
+	case a.kind.counted():
+		err = a.whenFreeCounted(ctx)
+	case queued:
 		err = a.enqueue(ctx)
-	} else {
+	default:
 		err = a.whenFree(ctx)
 	}
 	if err != nil {
 		return backend.Claim{}, err
 	}
 	var st backend.Timestamp
-	if a.req.Stamp != nil {
-		if st, err = a.stamp(ctx); err != nil {
-			return backend.Claim{}, err
-		}
+	switch {
+	case a.req.Stamp != nil && a.dirs != nil:
+		st, err = a.stampAll(ctx)
+	case a.req.Stamp != nil:
+		st, err = a.stamp(ctx)
+	}
+	if err != nil {
+		return backend.Claim{}, err
 	}
 	return backend.Claim{
 		Key:        a.req.Key,
+		Keys:       a.req.Keys,
 		ID:         a.e.key[len(a.dir):],
 		Lease:      a.req.Lease,
 		Token:      uint64(a.token),
 		AcquiredAt: a.acquiredAt,
 		Stamp:      st,
+		Shared:     a.kind.shared,
+		Permits:    a.kind.n,
+		Permit:     max(a.permit, 0),
+		Value:      a.value,
 	}, nil
+}
+
+// checkRequest rejects what the root package already rejects, so that a
+// Backend used directly cannot store a claim its peers cannot read.
+func checkRequest(req *backend.AcquireRequest) error {
+	n := len(req.Keys)
+	switch {
+	case req.Permits < 0 || req.Permits > backend.MaxPermits:
+		return fmt.Errorf("etcd acquire %q: %d permits", req.Key, req.Permits)
+	case req.Shared && req.Permits > 1:
+		return fmt.Errorf("etcd acquire %q: a shared claim with %d permits", req.Key, req.Permits)
+	case len(req.Value) > backend.MaxValueLen:
+		return fmt.Errorf("etcd acquire %q: a value of %d bytes", req.Key, len(req.Value))
+	case req.Keys == nil:
+		return nil
+	case n == 0 || n > backend.MaxKeys:
+		return fmt.Errorf("etcd acquire: %d keys", n)
+	case req.Keys[0] != req.Key:
+		return fmt.Errorf("etcd acquire: Keys[0] %q is not Key %q", req.Keys[0], req.Key)
+	case n > 1 && req.Permits > 1:
+		return fmt.Errorf("etcd acquire: a multi-key claim with %d permits", req.Permits)
+	}
+	for i := 1; i < n; i++ {
+		if req.Keys[i] <= req.Keys[i-1] {
+			return fmt.Errorf("etcd acquire: keys not sorted and distinct at %q", req.Keys[i])
+		}
+	}
+	return nil
 }
 
 // enqueue is the fair path. One Txn: if the claim does not exist yet, read
@@ -165,7 +242,10 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 		a.keepStamp(resp)
 		return nil // the queue was empty: we hold the key
 	}
-	return a.waitInQueue(ctx, string(kvs[0].Key), resp.Header.Revision)
+	if !a.kind.agrees(string(kvs[0].Key)) {
+		return a.mismatchError()
+	}
+	return a.waitInQueue(ctx, a.q(), string(kvs[0].Key), resp.Header.Revision)
 }
 
 // whenFree is the path of requests that take no place in the queue: create
@@ -201,10 +281,13 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 			return a.found(ctx, resp, now) // a claim exists under our name (see enqueue)
 		}
 		a.mayExist = false
+		newest := rangeKvs(resp, 2)
+		if len(newest) > 0 && !a.kind.agrees(string(newest[0].Key)) {
+			return a.mismatchError()
+		}
 		if !a.req.Wait {
 			return a.lockedError()
 		}
-		newest := rangeKvs(resp, 2)
 		if len(newest) == 0 {
 			// The compare saw a claim that the read in the same Txn did
 			// not: etcd broke its own atomicity. Looping would spin.
@@ -242,25 +325,47 @@ func (a *acquisition) found(ctx context.Context, resp *clientv3.TxnResponse, now
 	if !a.req.Wait {
 		return a.lockedError()
 	}
-	return a.waitInQueue(ctx, "", 0)
+	return a.waitInQueue(ctx, a.q(), "", 0)
 }
 
 // put creates the claim, bound to the request's lease.
 func (a *acquisition) put(now time.Time) clientv3.Op {
-	return clientv3.OpPut(a.e.key, a.record(now, backend.Timestamp{}), clientv3.WithLease(clientv3.LeaseID(a.req.Lease)))
+	return a.putAt(a.e.key, a.record(now, backend.Timestamp{}))
+}
+
+// putAt creates the claim's key key with value v, bound to the lease.
+func (a *acquisition) putAt(key, v string) clientv3.Op {
+	return clientv3.OpPut(key, v, clientv3.WithLease(clientv3.LeaseID(a.req.Lease)))
+}
+
+// rewrite replaces the record at key of the claim, which exists.
+func rewrite(key, v string) clientv3.Op {
+	return clientv3.OpPut(key, v, clientv3.WithIgnoreLease())
 }
 
 // record is the claim's value with acquired-at now. A waiter rewrites it
 // when it becomes the holder, so Inspect reports when the claim came to
 // hold the key, not when it was queued.
 func (a *acquisition) record(now time.Time, st backend.Timestamp) string {
-	return encodeClaim(claimRecord{Owner: a.req.Owner, AcquiredAt: now, Stamp: st})
+	r := claimRecord{Owner: a.req.Owner, AcquiredAt: now, Stamp: st, Permit: a.permit, Value: a.value}
+	if a.kind != exclusive {
+		r.Shared, r.Permits = a.kind.shared, a.kind.n
+	}
+	return encodeClaim(r)
 }
+
+// queueKey is one key of a claim: its queue directory and the claim's etcd
+// key in it.
+type queueKey struct{ dir, key string }
+
+// q is the queue key of a single-key claim, or of a multi-key claim's
+// first key.
+func (a *acquisition) q() queueKey { return queueKey{a.dir, a.e.key} }
 
 // withStamp appends a read of the stamp record when the request stamps; it
 // is always the Txn's last operation (see keepStamp).
 func (a *acquisition) withStamp(ops ...clientv3.Op) []clientv3.Op {
-	if a.req.Stamp != nil {
+	if a.stampKey != "" {
 		ops = append(ops, clientv3.OpGet(a.stampKey))
 	}
 	return ops
@@ -268,7 +373,7 @@ func (a *acquisition) withStamp(ops ...clientv3.Op) []clientv3.Op {
 
 // keepStamp remembers the stamp record read by withStamp, if any.
 func (a *acquisition) keepStamp(resp *clientv3.TxnResponse) {
-	if a.req.Stamp == nil {
+	if a.stampKey == "" {
 		return
 	}
 	if kvs := rangeKvs(resp, len(resp.Responses)-1); len(kvs) > 0 {
@@ -302,6 +407,10 @@ func rangeKvs(resp *clientv3.TxnResponse, i int) []*mvccpb.KeyValue {
 func (a *acquisition) lostError() error {
 	return fmt.Errorf("%w: etcd acquire %q: claim %s vanished (lease ended or deleted)",
 		backend.ErrLeaseExpired, a.req.Key, a.e.key)
+}
+
+func (a *acquisition) mismatchError() error {
+	return fmt.Errorf("etcd acquire %q (%d permits): %w", a.req.Key, a.kind.n, backend.ErrPermitMismatch)
 }
 
 func (a *acquisition) lockedError() error {

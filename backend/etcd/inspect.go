@@ -9,11 +9,14 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// Inspect reports the state of key with one read of its queue: the oldest
-// claim is the holder (owner label, token, acquired-at and stamp from its
-// record), the others are the waiters in queue order. Requests with Fair
-// false wait outside the queue and are not listed. A free key gives
-// Held == false and a nil error.
+// Inspect reports the state of key with one read of its queue. The holders
+// are found by the rule acquisition follows: an exclusive claim holds at
+// the head of the queue, a shared claim when no non-shared claim is older,
+// a counted claim among the first n once it has recorded its permit. The
+// other claims are the waiters, in queue order. Owner, Token, AcquiredAt
+// and Stamp are those of the oldest holder. Requests with Fair false wait
+// outside the queue and are not listed. A free key gives Held == false and
+// a nil error.
 //
 // Failures wrap backend.ErrUnavailable (joined with ctx.Err() if ctx ended
 // first), or ErrBadRecord if a claim's value was not written by this
@@ -29,20 +32,39 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.LockInfo, er
 		return backend.LockInfo{}, rpcError(ctx, "inspect", err)
 	}
 	info := backend.LockInfo{Key: key}
+	nonShared := false // a non-shared claim was seen
 	for i, kv := range resp.Kvs {
 		rec, err := decodeClaim(kv.Value)
 		if err != nil {
 			return backend.LockInfo{}, fmt.Errorf("etcd inspect %q: claim %s: %w", key, kv.Key, err)
 		}
+		k := kindOfName(string(kv.Key))
 		if i == 0 {
-			info.Held = true
-			info.Owner = rec.Owner
-			info.Token = uint64(kv.CreateRevision)
-			info.AcquiredAt = rec.AcquiredAt
-			info.Stamp = rec.Stamp
+			info.Permits = k.n
+		}
+		var holds bool
+		switch {
+		case k.shared:
+			holds = !nonShared
+		case k.counted():
+			holds = i < k.n && rec.Permit != noPermit
+		default:
+			holds = i == 0
+		}
+		nonShared = nonShared || !k.shared
+		token := uint64(kv.CreateRevision)
+		if !holds {
+			info.Waiters = append(info.Waiters, backend.Waiter{Owner: rec.Owner, Token: token, Shared: k.shared})
 			continue
 		}
-		info.Waiters = append(info.Waiters, backend.Waiter{Owner: rec.Owner, Token: uint64(kv.CreateRevision)})
+		info.Holders = append(info.Holders, backend.Holder{
+			Owner: rec.Owner, Token: token, Permit: max(rec.Permit, 0), Shared: k.shared,
+			Value: rec.Value, AcquiredAt: rec.AcquiredAt, Stamp: rec.Stamp,
+		})
+	}
+	if len(info.Holders) > 0 {
+		h := info.Holders[0]
+		info.Held, info.Owner, info.Token, info.AcquiredAt, info.Stamp = true, h.Owner, h.Token, h.AcquiredAt, h.Stamp
 	}
 	return info, nil
 }

@@ -20,52 +20,121 @@ var ErrBadRecord = errors.New("etcd: malformed record")
 // Record versions. A decoder rejects versions it does not know rather than
 // guessing, so a future format change is detected, not misread.
 const (
-	claimRecordV1 = 1
+	claimRecordV1 = 1 // a plain claim: exclusive, one permit, no value
+	claimRecordV2 = 2 // any claim
 	stampRecordV1 = 1
 )
+
+// noPermit is claimRecord.Permit of a counted claim that has not picked
+// its permit yet (it is still waiting, or about to record it).
+const noPermit = -1
 
 // claimRecord is the value stored at a claim key.
 type claimRecord struct {
 	Owner      string
 	AcquiredAt time.Time // zero when unknown
 	Stamp      backend.Timestamp
+	Shared     bool
+	Permits    int    // the key's permit count as the claim asked for it; 0 means 1
+	Permit     int    // the permit held, 0..Permits-1, or noPermit
+	Value      []byte // published with the claim; nil when none
 }
 
-// encodeClaim serialises r as:
+// plain reports whether r is a claim that version 1 can carry.
+func (r *claimRecord) plain() bool {
+	return !r.Shared && r.Permits <= 1 && r.Permit == 0 && len(r.Value) == 0
+}
+
+// encodeClaim serialises r. A plain record (exclusive, one permit, no
+// value: the common lock) keeps the version 1 layout, so that a reader
+// that knows only version 1 still reads those claims:
 //
 //	version byte (1) | uvarint len(owner) | owner | varint acquired-at (Unix ns, 0 = zero time) | stamp
 //
-// where stamp is varint wall time | uvarint logical.
+// where stamp is varint wall time | uvarint logical. Any other record is
+//
+//	version byte (2) | flags (bit 0: shared) | uvarint permits | uvarint permit+1 (0: none yet) |
+//	uvarint len(owner) | owner | varint acquired-at | stamp | uvarint len(value) | value
 //
 // It is written on every Acquire, so it is built in a strings.Builder: one
 // allocation, not a buffer and then its copy as a string.
 func encodeClaim(r claimRecord) string {
 	var sb strings.Builder
-	sb.Grow(1 + binary.MaxVarintLen64*4 + len(r.Owner))
 	var v [2 * binary.MaxVarintLen64]byte // the varints, one field at a time
-	sb.WriteByte(claimRecordV1)
+	if r.plain() {
+		sb.Grow(1 + binary.MaxVarintLen64*4 + len(r.Owner))
+		sb.WriteByte(claimRecordV1)
+	} else {
+		sb.Grow(2 + binary.MaxVarintLen64*7 + len(r.Owner) + len(r.Value))
+		sb.WriteByte(claimRecordV2)
+		var flags byte
+		if r.Shared {
+			flags |= flagShared
+		}
+		sb.WriteByte(flags)
+		sb.Write(binary.AppendUvarint(v[:0], uint64(max(r.Permits, 0))))
+		sb.Write(binary.AppendUvarint(v[:0], uint64(max(r.Permit+1, 0))))
+	}
 	sb.Write(binary.AppendUvarint(v[:0], uint64(len(r.Owner))))
 	sb.WriteString(r.Owner)
 	sb.Write(binary.AppendVarint(v[:0], unixNanos(r.AcquiredAt)))
 	sb.Write(appendStamp(v[:0], r.Stamp))
+	if !r.plain() {
+		sb.Write(binary.AppendUvarint(v[:0], uint64(len(r.Value))))
+		sb.Write(r.Value)
+	}
 	return sb.String()
 }
 
+const flagShared = 1 << 0
+
 // decodeClaim parses a value written by encodeClaim. It never panics: any
-// input it cannot read exactly yields an error wrapping ErrBadRecord.
+// input it cannot read exactly, or whose fields contradict each other
+// (a shared claim with several permits, a permit out of range, a value
+// above backend.MaxValueLen), yields an error wrapping ErrBadRecord.
 func decodeClaim(v []byte) (claimRecord, error) {
 	d := decoder{buf: v}
-	if ver := d.byte(); d.err == nil && ver != claimRecordV1 {
+	var r claimRecord
+	ver := d.byte()
+	switch {
+	case d.err != nil, ver == claimRecordV1:
+	case ver == claimRecordV2:
+		flags := d.byte()
+		if flags&^flagShared != 0 {
+			d.fail("unknown flags %#x", flags)
+		}
+		r.Shared = flags&flagShared != 0
+		n, p := d.uvarint(), d.uvarint()
+		switch {
+		case n > backend.MaxPermits:
+			d.fail("%d permits", n)
+		case r.Shared && n > 1:
+			d.fail("a shared claim with %d permits", n)
+		case p > max(n, 1):
+			d.fail("permit %d of %d", p-1, n)
+		}
+		r.Permits, r.Permit = int(n), int(p)-1
+	default:
 		return claimRecord{}, fmt.Errorf("%w: claim record version %d", ErrBadRecord, ver)
 	}
 	n := d.uvarint()
 	owner := d.bytes(n)
 	at := d.varint()
-	st := d.stamp()
+	r.Stamp = d.stamp()
+	if ver == claimRecordV2 && d.err == nil {
+		n := d.uvarint()
+		if n > backend.MaxValueLen {
+			d.fail("value of %d bytes", n)
+		}
+		if val := d.bytes(n); len(val) > 0 {
+			r.Value = append([]byte(nil), val...)
+		}
+	}
 	if err := d.finish(); err != nil {
 		return claimRecord{}, fmt.Errorf("%w: claim record: %v", ErrBadRecord, err)
 	}
-	return claimRecord{Owner: string(owner), AcquiredAt: fromUnixNanos(at), Stamp: st}, nil
+	r.Owner, r.AcquiredAt = string(owner), fromUnixNanos(at)
+	return r, nil
 }
 
 // encodeStamp serialises a stamp record: version byte (1) | stamp.

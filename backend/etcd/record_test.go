@@ -24,6 +24,10 @@ func TestClaimRecordRoundTrip(t *testing.T) {
 		}},
 		{"negative wall", claimRecord{Owner: "x", Stamp: backend.Timestamp{WallTime: -5, Logical: math.MaxUint32}}},
 		{"binary owner", claimRecord{Owner: "\x00\xff"}},
+		{"shared", claimRecord{Owner: "r", Shared: true, Permits: 1}},
+		{"counted waiting", claimRecord{Owner: "c", Permits: 5, Permit: noPermit}},
+		{"counted holding", claimRecord{Owner: "c", Permits: 5, Permit: 4, Value: []byte("v")}},
+		{"exclusive with value", claimRecord{Owner: "e", Value: []byte{0, 1, 2}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -31,7 +35,7 @@ func TestClaimRecordRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Owner != tt.rec.Owner || !got.AcquiredAt.Equal(tt.rec.AcquiredAt) || got.Stamp != tt.rec.Stamp {
+			if !sameRecord(got, tt.rec) {
 				t.Fatalf("round trip: got %+v, want %+v", got, tt.rec)
 			}
 		})
@@ -49,6 +53,13 @@ func TestDecodeRejectsGarbage(t *testing.T) {
 		{"owner length too big", "\x01\xff\xff\xff\xff\x0f"},
 		{"overlong varint", "\x01\x00" + "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"},
 		{"text", "hello"},
+		{"unknown flag", "\x02\x02\x00\x00\x00\x00\x00\x00\x00"},
+		{"shared with permits", "\x02\x01\x03\x00\x00\x00\x00\x00\x00"},
+		{"permit out of range", "\x02\x00\x03\x04\x00\x00\x00\x00\x00"},
+		{"too many permits", "\x02\x00\x81\x08\x00\x00\x00\x00\x00\x00"},
+		{"value too long", "\x02\x00\x00\x00\x00\x00\x00\x00\x81\x80\x04"},
+		{"truncated value", "\x02\x00\x00\x00\x00\x00\x00\x00\x02a"},
+		{"unknown version 3", "\x03" + valid[1:]},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -82,7 +93,7 @@ func TestDecodeArbitraryBytes(t *testing.T) {
 			if !errors.Is(err, ErrBadRecord) {
 				t.Fatalf("decodeClaim error %v does not wrap ErrBadRecord", err)
 			}
-		} else if again, err := decodeClaim([]byte(encodeClaim(rec))); err != nil || again.Owner != rec.Owner || again.Stamp != rec.Stamp || !again.AcquiredAt.Equal(rec.AcquiredAt) {
+		} else if again, err := decodeClaim([]byte(encodeClaim(rec))); err != nil || !sameRecord(again, rec) {
 			t.Fatalf("re-encoding %+v gave %+v, %v", rec, again, err)
 		}
 		if _, err := decodeStamp(b); err != nil && !errors.Is(err, ErrBadRecord) {

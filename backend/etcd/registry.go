@@ -64,8 +64,10 @@ const (
 // the watch on its own key.
 type entry struct {
 	reg    *registry
-	key    string // etcd key of the claim
+	key    string   // etcd key of the claim (of its first key, for a multi-key claim)
+	keys   []string // a multi-key claim's etcd keys, one per key, key first; else nil
 	lease  backend.LeaseID
+	owner  string // the request's owner label, for SetValue's record
 	onLost backend.LossListener
 	lost   chan struct{} // closed when the claim is known to be gone
 
@@ -73,8 +75,9 @@ type entry struct {
 	token   int64       // create revision; 0 until known
 	timer   *time.Timer // starts the watch; nil until the claim waits or is handed out
 	watch   *keyWatch
-	holding bool // Acquire has handed the claim out
-	ended   bool // released or abandoned: its loss is no longer reported
+	more    []*keyWatch // the watches of keys[1:], made with watch
+	holding bool        // Acquire has handed the claim out
+	ended   bool        // released or abandoned: its loss is no longer reported
 }
 
 func newRegistry(m *mux) *registry {
@@ -94,6 +97,39 @@ func (r *registry) add(dir string, lease backend.LeaseID, onLost backend.LossLis
 			r.entries[key] = e
 			return e
 		}
+	}
+}
+
+// addClaim registers a new claim of kind k under lease with one etcd key
+// in each of the queue directories dirs, named alike in all of them: the
+// lowest slot that no registered claim uses in any of them. One name for
+// all gives the claim one identity (name plus the create revision its keys
+// share) at every key.
+func (r *registry) addClaim(dirs []string, k kind, lease backend.LeaseID, onLost backend.LossListener) *entry {
+	if len(dirs) == 1 && k == exclusive {
+		return r.add(dirs[0], lease, onLost)
+	}
+	e := &entry{reg: r, lease: lease, onLost: onLost, lost: make(chan struct{})}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+next:
+	for slot := 0; ; slot++ {
+		name := k.name(claimName(lease, slot))
+		for _, dir := range dirs {
+			if _, taken := r.entries[dir+name]; taken {
+				continue next
+			}
+		}
+		keys := make([]string, len(dirs))
+		for i, dir := range dirs {
+			keys[i] = dir + name
+			r.entries[keys[i]] = e
+		}
+		e.key = keys[0]
+		if len(keys) > 1 {
+			e.keys = keys
+		}
+		return e
 	}
 }
 
@@ -166,6 +202,14 @@ func (r *registry) mature(e *entry) {
 	s, err := r.mux.begin(w)
 	if err == nil {
 		e.watch = w
+		// A multi-key claim is lost when it is lost at any key: its other
+		// keys' watches report to the same entry.
+		for _, k := range e.keys[min(1, len(e.keys)):] {
+			m := &keyWatch{key: k, from: e.token + 1, now: true, target: e}
+			if _, err := r.mux.begin(m); err == nil {
+				e.more = append(e.more, m)
+			}
+		}
 	} // else the mux stopped for good: as if etcd refused the watch
 	r.mu.Unlock()
 	if s != nil {
@@ -181,10 +225,13 @@ func (r *registry) end(e *entry) {
 	if e.timer != nil {
 		e.timer.Stop()
 	}
-	w := e.watch
+	w, more := e.watch, e.more
 	r.mu.Unlock()
 	if w != nil {
 		r.mux.stop(w)
+	}
+	for _, m := range more {
+		r.mux.stop(m)
 	}
 }
 
@@ -192,8 +239,21 @@ func (r *registry) end(e *entry) {
 func (r *registry) forget(e *entry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.entries[e.key] == e {
-		delete(r.entries, e.key)
+	r.unregisterLocked(e)
+}
+
+// unregisterLocked removes e's keys from the registry. r.mu held.
+func (r *registry) unregisterLocked(e *entry) {
+	if e.keys == nil {
+		if r.entries[e.key] == e {
+			delete(r.entries, e.key)
+		}
+		return
+	}
+	for _, k := range e.keys {
+		if r.entries[k] == e {
+			delete(r.entries, k)
+		}
 	}
 }
 
@@ -213,9 +273,9 @@ func (r *registry) held(key string, token int64) *entry {
 func (r *registry) forgetLease(id backend.LeaseID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for key, e := range r.entries {
+	for _, e := range r.entries {
 		if e.lease == id && e.ended {
-			delete(r.entries, key)
+			r.unregisterLocked(e) // deleting during range is allowed
 		}
 	}
 }
@@ -229,14 +289,21 @@ func (e *entry) keyDeleted(rev int64) {
 		return
 	}
 	close(e.lost)
-	if r.entries[e.key] == e {
-		delete(r.entries, e.key)
-	}
+	r.unregisterLocked(e)
+	w, more := e.watch, e.more
 	onLost := e.onLost
 	if !e.holding {
 		onLost = nil
 	}
 	r.mu.Unlock()
+	if more != nil {
+		// A multi-key claim: stop the watches of its other keys (a no-op
+		// for the one that fired).
+		r.mux.stop(w)
+		for _, m := range more {
+			r.mux.stop(m)
+		}
+	}
 	if onLost != nil {
 		onLost.ClaimLost(fmt.Errorf("%w: claim %s no longer exists in etcd (gone at revision %d)",
 			backend.ErrLeaseExpired, e.key, rev))

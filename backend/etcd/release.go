@@ -34,6 +34,9 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 		if c.Token == 0 {
 			return nil
 		}
+		if len(c.Keys) > 1 {
+			return rpcError(ctx, "release", b.deleteClaims(ctx, b.claimKeys(c), int64(c.Token)))
+		}
 		return rpcError(ctx, "release", b.deleteClaim(ctx, key, int64(c.Token)))
 	}
 	// End the entry before the delete is sent, so that the delete is not
@@ -42,7 +45,7 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 	// gone, a stray of an abandoned acquisition that is no one's: as safe
 	// as the Txn, and cheaper.
 	b.reg.end(e)
-	if err := b.deleteClaim(ctx, key, 0); err != nil {
+	if err := b.deleteEntry(ctx, e, 0); err != nil {
 		return rpcError(ctx, "release", err)
 	}
 	b.reg.forget(e) // deleted now or gone already: the name is free
@@ -64,6 +67,40 @@ func (b *Backend) deleteClaim(ctx context.Context, key string, token int64) erro
 	return err
 }
 
+// deleteEntry removes the claim of e at each of its keys (see deleteClaim).
+func (b *Backend) deleteEntry(ctx context.Context, e *entry, token int64) error {
+	if e.keys == nil {
+		return b.deleteClaim(ctx, e.key, token)
+	}
+	return b.deleteClaims(ctx, e.keys, token)
+}
+
+// deleteClaims is deleteClaim for a multi-key claim: one Txn removes it at
+// every key, each compared on its identity with a nested Txn of its own
+// when token is set, so that a key where the claim is already gone (an
+// operator deleted it there) does not keep it at the others.
+func (b *Backend) deleteClaims(ctx context.Context, keys []string, token int64) error {
+	ops := make([]clientv3.Op, len(keys))
+	for i, k := range keys {
+		ops[i] = clientv3.OpDelete(k)
+		if token != 0 {
+			ops[i] = clientv3.OpTxn([]clientv3.Cmp{incarnation(k, token)}, []clientv3.Op{clientv3.OpDelete(k)}, nil)
+		}
+	}
+	_, err := b.cli.Txn(ctx).Then(ops...).Commit()
+	return err
+}
+
+// claimKeys returns the etcd keys of claim c, one per key it holds.
+func (b *Backend) claimKeys(c backend.Claim) []string {
+	keys := c.AllKeys()
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = b.layout.claim(k, c.ID)
+	}
+	return out
+}
+
 // discard removes the claim of a failed Acquire and then frees its name.
 // It uses contexts of its own, detached from ctx's cancellation (ctx has
 // often ended: that may be why Acquire failed), so cleanup neither hangs on
@@ -82,7 +119,7 @@ func (b *Backend) discard(ctx context.Context, e *entry, token int64, now bool) 
 	try := func(parent context.Context, bound time.Duration) bool {
 		cctx, cancel := context.WithTimeout(parent, bound)
 		defer cancel()
-		if b.deleteClaim(cctx, e.key, token) != nil {
+		if b.deleteEntry(cctx, e, token) != nil {
 			return false
 		}
 		b.reg.forget(e)

@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -12,8 +13,38 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// waitInQueue waits until the claim is the oldest of its queue. pred is the
-// claim just ahead as read at revision rev ("" to look it up first).
+// waitAny blocks until one of watches fires (see waitDeleted): a counted
+// claim's first waiter waits for any of the holders ahead of it to go.
+// With puts, each watch also fires when its key is rewritten.
+func (a *acquisition) waitAny(ctx context.Context, keys []string, from int64, puts bool) error {
+	p := &anyWait{predWait: predWait{done: make(chan struct{})}}
+	ws := make([]*keyWatch, len(keys))
+	m := a.b.reg.mux
+	for i, k := range keys {
+		ws[i] = &keyWatch{key: k, from: from, now: true, target: p, puts: puts}
+		m.start(ws[i])
+	}
+	defer func() {
+		for _, w := range ws {
+			m.stop(w)
+		}
+	}()
+	return a.waitOn(ctx, &p.predWait)
+}
+
+// anyWait is the target of several watches; the first call wins.
+type anyWait struct {
+	once sync.Once
+	predWait
+}
+
+func (p *anyWait) keyDeleted(rev int64)  { p.once.Do(func() { p.predWait.keyDeleted(rev) }) }
+func (p *anyWait) watchFailed(err error) { p.once.Do(func() { p.predWait.watchFailed(err) }) }
+
+// waitInQueue waits until an exclusive claim is the oldest of its queue at
+// q (one key of a multi-key claim). pred is the claim just ahead as read
+// at revision rev ("" to look it up first). The claim ahead may be of any
+// kind: an exclusive claim waits for every claim ahead to go.
 //
 // Each round watches only pred's delete - a release wakes just the next
 // waiter - and then runs one Txn that, if our claim still exists (a waiter
@@ -23,7 +54,7 @@ import (
 // claim, which may be one that was queued before pred.
 //
 // While etcd cannot be reached the wait goes on (see retryAfter).
-func (a *acquisition) waitInQueue(ctx context.Context, pred string, rev int64) error {
+func (a *acquisition) waitInQueue(ctx context.Context, q queueKey, pred string, rev int64) error {
 	a.b.reg.waiting(a.e)
 	backoff := minBackoff
 	for {
@@ -34,11 +65,11 @@ func (a *acquisition) waitInQueue(ctx context.Context, pred string, rev int64) e
 		}
 		now := time.Now()
 		// True iff every claim of the queue was created at or after ours.
-		first := clientv3.Compare(clientv3.CreateRevision(a.dir), ">", a.token-1).WithPrefix()
-		older := clientv3.OpGet(a.dir, append(newestKey[:len(newestKey):len(newestKey)], clientv3.WithMaxCreateRev(a.token-1))...)
-		resp, err := a.b.cli.Txn(ctx).If(incarnation(a.e.key, a.token), first).
-			Then(a.withStamp(clientv3.OpPut(a.e.key, a.record(now, backend.Timestamp{}), clientv3.WithIgnoreLease()))...).
-			Else(clientv3.OpGet(a.e.key), older).
+		first := clientv3.Compare(clientv3.CreateRevision(q.dir), ">", a.token-1).WithPrefix()
+		older := clientv3.OpGet(q.dir, append(newestKey[:len(newestKey):len(newestKey)], clientv3.WithMaxCreateRev(a.token-1))...)
+		resp, err := a.b.cli.Txn(ctx).If(incarnation(q.key, a.token), first).
+			Then(a.withStamp(rewrite(q.key, a.record(now, backend.Timestamp{})))...).
+			Else(clientv3.OpGet(q.key), older).
 			Commit()
 		if err != nil {
 			if err := a.retryAfter(ctx, err, backoff); err != nil {
@@ -84,6 +115,11 @@ func (a *acquisition) waitDeleted(ctx context.Context, key string, from int64) e
 	m := a.b.reg.mux
 	m.start(w)
 	defer m.stop(w) // after a delete it is a no-op
+	return a.waitOn(ctx, p)
+}
+
+// waitOn waits for p's watch (see waitDeleted).
+func (a *acquisition) waitOn(ctx context.Context, p *predWait) error {
 	select {
 	case <-p.done:
 		if p.err != nil {

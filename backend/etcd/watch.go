@@ -80,6 +80,10 @@ type watchTarget interface {
 type keyWatch struct {
 	key    string
 	target watchTarget
+	// puts makes it a watch for any change of the incarnation: its delete,
+	// or a put that rewrites it (a counted waiter's predecessor recording
+	// its permit). The target hears keyDeleted for either.
+	puts bool
 
 	// Guarded by mux.mu.
 	from  int64 // resume revision: the delete sought is at >= from
@@ -148,6 +152,14 @@ type mux struct {
 
 // noPut makes etcd deliver deletes only. Read-only.
 var noPut = []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NOPUT}
+
+// filters returns the event filters of w's create request.
+func (w *keyWatch) filters() []pb.WatchCreateRequest_FilterType {
+	if w.puts {
+		return nil
+	}
+	return noPut
+}
 
 func newMux(ctx context.Context, cli *clientv3.Client, spawn func(func()) bool) *mux {
 	wc := pb.NewWatchClient(cli.ActiveConnection())
@@ -252,7 +264,7 @@ func (m *mux) createLocked(s *wstream, w *keyWatch) {
 		CreateRequest: &pb.WatchCreateRequest{
 			Key:           []byte(w.key),
 			StartRevision: start,
-			Filters:       noPut,
+			Filters:       w.filters(),
 			WatchId:       w.id,
 		},
 	}})

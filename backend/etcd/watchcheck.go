@@ -217,7 +217,7 @@ func (m *mux) checkCompacted(batch []*keyWatch) error {
 // its incarnation is gone, and otherwise moves its resume revision past
 // rev. Called with m.mu held.
 func (m *mux) settleLocked(w *keyWatch, kvs []*mvccpb.KeyValue, rev int64) (notice, bool) {
-	if len(kvs) == 0 || kvs[0].CreateRevision >= w.from {
+	if len(kvs) == 0 || kvs[0].CreateRevision >= w.from || (w.puts && kvs[0].ModRevision >= w.from) {
 		return m.finishLocked(w, rev, nil), true
 	}
 	w.from = max(w.from, rev+1)

@@ -215,7 +215,7 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 		// With the NOPUT filter, deletes only. The first one at or
 		// above from is the incarnation's: a later incarnation of the
 		// name needs this one deleted first.
-		if ev.Type != mvccpb.DELETE {
+		if ev.Type != mvccpb.DELETE && !w.puts {
 			continue
 		}
 		rev := ev.Kv.ModRevision

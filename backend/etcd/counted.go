@@ -1,0 +1,264 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// Counted claims (n > 1 permits). A counted claim holds once fewer than n
+// claims are older than it. Its permit is the lowest one that no older
+// claim has recorded, and it picks it only once every older claim has
+// recorded its own: the older claims are all holders by then, so they
+// pick first, in token order. That keeps the permits of the holders
+// distinct without a lock, and makes the tokens issued for each permit
+// increase (a newer claim never picks before an older one).
+//
+// Waiting costs a constant number of requests per admission, however many
+// claims wait:
+//
+//   - a waiter with more than n older claims watches only its immediate
+//     predecessor, for its delete and for the rewrite that records the
+//     predecessor's permit when it is admitted;
+//   - the first waiter (exactly n older claims, all holders) watches the
+//     deletes of those n holders; once one is gone it qualifies (older
+//     claims can only go), picks its permit and records it in one Txn
+//     guarded by its own incarnation, which wakes the next waiter.
+//
+// So a release wakes only the first waiter, and its admission only the
+// next one. A counted claim also waits for the delete of any older claim
+// of another kind (which can only be there through the race described at
+// mismatchRace), so that the kinds never hold at once.
+
+// enqueueCounted is the fair path of a counted claim: one Txn creates the
+// claim if it does not exist yet and reads the newest claim ahead (keys
+// only); a nested Txn records permit 0 at once when the queue was empty,
+// so that uncontended it is the whole acquisition.
+func (a *acquisition) enqueueCounted(ctx context.Context) error {
+	now := time.Now()
+	notYet := clientv3.Compare(clientv3.CreateRevision(a.e.key), "=", 0)
+	a.permit = 0
+	alone := a.put(now)
+	a.permit = noPermit
+	queued := a.put(now)
+	solo := clientv3.OpTxn([]clientv3.Cmp{noClaim(a.dir)}, []clientv3.Op{alone}, []clientv3.Op{queued})
+	ahead := clientv3.OpGet(a.dir, newestKey...)
+	a.mayExist = true
+	var resp *clientv3.TxnResponse
+	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
+		var err error
+		resp, err = a.b.cli.Txn(ctx).If(notYet).Then(a.withStamp(ahead, solo)...).Commit()
+		if err == nil {
+			break
+		}
+		if err := a.retryAfter(ctx, err, backoff); err != nil {
+			return err
+		}
+	}
+	if !resp.Succeeded {
+		if err := a.adoptExisting(ctx); err != nil {
+			return err
+		}
+		return a.waitCounted(ctx)
+	}
+	a.setToken(resp.Header.Revision)
+	if resp.Responses[1].GetResponseTxn().GetSucceeded() {
+		a.permit = 0
+		a.acquiredAt = now
+		a.keepStamp(resp)
+		return nil
+	}
+	if kvs := rangeKvs(resp, 0); len(kvs) > 0 && !a.kind.agrees(string(kvs[0].Key)) {
+		return a.mismatchError()
+	}
+	return a.waitCounted(ctx)
+}
+
+// waitCounted waits until the claim may hold a permit, then records it.
+// Each round reads, in a Txn guarded by our incarnation, up to n+1 of the
+// claims older than ours, newest first, with their records (for the
+// permits), and then either watches as described above or records the
+// permit.
+func (a *acquisition) waitCounted(ctx context.Context) error {
+	a.b.reg.waiting(a.e)
+	n := a.kind.n
+	older := clientv3.OpGet(a.dir, clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
+		clientv3.WithLimit(int64(n+1)), clientv3.WithMaxCreateRev(a.token-1))
+	backoff := minBackoff
+	for {
+		resp, err := a.b.cli.Txn(ctx).If(incarnation(a.e.key, a.token)).Then(older).Commit()
+		if err != nil {
+			if err := a.retryAfter(ctx, err, backoff); err != nil {
+				return err
+			}
+			backoff = min(2*backoff, maxBackoff)
+			continue
+		}
+		if !resp.Succeeded {
+			return a.lostError()
+		}
+		kvs, rev := rangeKvs(resp, 0), resp.Header.Revision
+		var watch []string
+		puts := false
+		switch {
+		case len(kvs) > n:
+			watch, puts = []string{string(kvs[0].Key)}, true
+		case len(kvs) == n:
+			watch = make([]string, n)
+			for i, kv := range kvs {
+				watch[i] = string(kv.Key)
+			}
+		default:
+			p, w, wp, err := a.permitFor(kvs)
+			if err != nil {
+				return err
+			}
+			if w == "" {
+				return a.recordPermit(ctx, p)
+			}
+			watch, puts = []string{w}, wp
+		}
+		if err := a.waitAny(ctx, watch, rev+1, puts); err != nil {
+			return err
+		}
+	}
+}
+
+// recordPermit records permit p in the claim's record, in a Txn guarded by
+// the claim's incarnation, which makes the claim a holder.
+func (a *acquisition) recordPermit(ctx context.Context, p int) error {
+	now := time.Now()
+	a.permit = p
+	resp, err := a.b.cli.Txn(ctx).If(incarnation(a.e.key, a.token)).
+		Then(a.withStamp(rewrite(a.e.key, a.record(now, backend.Timestamp{})))...).Commit()
+	if err != nil {
+		a.permit = noPermit
+		return rpcError(ctx, "acquire", err)
+	}
+	if !resp.Succeeded {
+		return a.lostError()
+	}
+	a.acquiredAt = now
+	a.keepStamp(resp)
+	return nil
+}
+
+// permitFor looks at the claims ahead of a counted claim, fewer than n of
+// them (all holders), and returns the permit to take: the lowest that none
+// of them recorded. If one of them has not recorded its permit yet it
+// returns that claim's key instead, to watch for its rewrite (puts); if
+// one is of another kind, its key, to watch for its delete.
+func (a *acquisition) permitFor(kvs []*mvccpb.KeyValue) (permit int, watch string, puts bool, err error) {
+	used := make([]bool, a.kind.n)
+	for _, kv := range kvs {
+		if kindOfName(string(kv.Key)) != a.kind {
+			return 0, string(kv.Key), false, nil
+		}
+		r, err := decodeClaim(kv.Value)
+		if err != nil {
+			return 0, "", false, fmt.Errorf("%w: etcd acquire %q: claim %s: %w", backend.ErrUnavailable, a.req.Key, kv.Key, err)
+		}
+		if r.Permit == noPermit {
+			return 0, string(kv.Key), true, nil
+		}
+		if r.Permit < len(used) {
+			used[r.Permit] = true
+		}
+	}
+	for p, u := range used {
+		if !u {
+			return p, "", false, nil
+		}
+	}
+	// n holders with distinct permits cannot all be older when fewer than
+	// n claims are: only a corrupted queue gets here.
+	return 0, "", false, a.inconsistent()
+}
+
+// whenFreeCounted is the path of counted requests that do not queue. A
+// claim made now would hold if fewer than n claims are queued and all of
+// them have recorded their permits. The first Txn creates the claim with
+// permit 0 if the queue is empty, else reads up to n claims, newest first;
+// if they leave room, the next Txn creates the claim with the lowest free
+// permit, on condition that no claim was created meanwhile (claims only
+// join at the newest end, so the queue is then a subset of what was read).
+func (a *acquisition) whenFreeCounted(ctx context.Context) error {
+	notYet := clientv3.Compare(clientv3.CreateRevision(a.e.key), "=", 0)
+	reads := []clientv3.Op{
+		clientv3.OpGet(a.e.key, clientv3.WithKeysOnly()),
+		clientv3.OpGet(a.dir, clientv3.WithPrefix(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(a.kind.n))),
+	}
+	cond := []clientv3.Cmp{noClaim(a.dir)}
+	a.permit = 0
+	races := 0
+	for {
+		now := time.Now()
+		a.mayExist = true
+		resp, err := a.b.cli.Txn(ctx).If(cond...).Then(a.withStamp(a.put(now))...).Else(reads...).Commit()
+		if err != nil {
+			return rpcError(ctx, "acquire", err)
+		}
+		if resp.Succeeded {
+			a.setToken(resp.Header.Revision)
+			a.acquiredAt = now
+			a.keepStamp(resp)
+			return nil
+		}
+		if own := rangeKvs(resp, 0); len(own) > 0 {
+			if err := a.adopt(own[0]); err != nil {
+				return err
+			}
+			if !a.req.Wait {
+				return a.lockedError()
+			}
+			a.permit = noPermit
+			return a.waitCounted(ctx)
+		}
+		a.mayExist = false
+		kvs := rangeKvs(resp, 1)
+		if len(kvs) > 0 && !a.kind.agrees(string(kvs[0].Key)) {
+			return a.mismatchError()
+		}
+		var watch []string
+		puts := false
+		if len(kvs) >= a.kind.n {
+			watch = make([]string, len(kvs))
+			for i, kv := range kvs {
+				watch[i] = string(kv.Key)
+			}
+		} else {
+			p, w, wp, err := a.permitFor(kvs)
+			if err != nil {
+				return err
+			}
+			if w == "" {
+				races++
+				if races > 3 && !a.req.Wait {
+					return a.lockedError() // the queue keeps changing under us
+				}
+				a.permit = p
+				newest := int64(0)
+				if len(kvs) > 0 {
+					newest = kvs[0].CreateRevision
+				}
+				cond = []clientv3.Cmp{notYet, clientv3.Compare(clientv3.CreateRevision(a.dir), "<", newest+1).WithPrefix()}
+				continue
+			}
+			watch, puts = []string{w}, wp
+		}
+		if !a.req.Wait {
+			return a.lockedError()
+		}
+		if err := a.waitAny(ctx, watch, resp.Header.Revision+1, puts); err != nil {
+			return err
+		}
+		cond, a.permit = []clientv3.Cmp{noClaim(a.dir)}, 0
+	}
+}

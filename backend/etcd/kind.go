@@ -1,0 +1,102 @@
+package etcd
+
+import (
+	"strconv"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// kind is what a claim asks for: exclusive (n 1, not shared), shared, or
+// counted (n > 1).
+//
+// A claim's kind is part of its name, so that the reads of a queue that
+// decide who holds the key stay keys-only, whatever values the claims
+// publish (up to backend.MaxValueLen each):
+//
+//	<lease hex>[-<slot>]          exclusive
+//	s<lease hex>[-<slot>]         shared
+//	<lease hex>[-<slot>].<n>      counted, n permits
+//
+// Exclusive and counted names start with a hex digit, shared ones with
+// 's', so under a queue directory the key range [dir+"0", dir+"g") holds
+// exactly the claims that are not shared: a shared claim waits for the
+// newest older claim of that range alone, with a single-key read.
+type kind struct {
+	shared bool
+	n      int // permits, >= 1
+}
+
+var exclusive = kind{n: 1}
+
+// kindOf returns the kind of req.
+func kindOf(req *backend.AcquireRequest) kind {
+	return kind{shared: req.Shared, n: max(req.Permits, 1)}
+}
+
+func (k kind) counted() bool { return k.n > 1 }
+
+// name decorates the plain claim name base with the kind.
+func (k kind) name(base string) string {
+	switch {
+	case k.shared:
+		return "s" + base
+	case k.n > 1:
+		return base + "." + strconv.Itoa(k.n)
+	}
+	return base
+}
+
+// kindOfName reads the kind back from a claim name (the last path element
+// of a claim key). A name this package did not make reads as exclusive.
+func kindOfName(name string) kind {
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	if strings.HasPrefix(name, "s") {
+		return kind{shared: true, n: 1}
+	}
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		if n, err := strconv.Atoi(name[i+1:]); err == nil && n > 1 {
+			return kind{n: n}
+		}
+	}
+	return exclusive
+}
+
+// Key ranges of a queue directory dir (which ends in '/').
+func nonSharedEnd(dir string) string   { return dir + "g" }
+func nonSharedStart(dir string) string { return dir + "0" }
+
+// olderNonShared reads the newest claim of dir's non-shared range created
+// before revision token (keys only); with token 0, the newest of all.
+func olderNonShared(dir string, token int64) clientv3.Op {
+	opts := []clientv3.OpOption{
+		clientv3.WithRange(nonSharedEnd(dir)),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
+		clientv3.WithLimit(1), clientv3.WithKeysOnly(),
+	}
+	if token > 0 {
+		opts = append(opts, clientv3.WithMaxCreateRev(token-1))
+	}
+	return clientv3.OpGet(nonSharedStart(dir), opts...)
+}
+
+// noNonShared holds while dir has no non-shared claim. (A compare over an
+// empty range compares against a zero KeyValue, whose create revision is
+// 0; every claim's is above.)
+func noNonShared(dir string) clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(nonSharedStart(dir)), "=", 0).WithRange(nonSharedEnd(dir))
+}
+
+// noClaim holds while dir has no claim at all.
+func noClaim(dir string) clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(dir), "=", 0).WithPrefix()
+}
+
+// agrees reports whether a claim of kind k may queue behind the claim
+// named pred: they agree on the permit count (exclusive and shared claims
+// count as one).
+func (k kind) agrees(pred string) bool { return kindOfName(pred).n == k.n }

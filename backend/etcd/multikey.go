@@ -1,0 +1,238 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// Multi-key claims (AcquireRequest.Keys). One Txn creates the claim, under
+// the same name, in every key's queue, so all its keys get one create
+// revision: the token. The claim holds once it holds at every key, and it
+// waits at one key at a time; that cannot deadlock, since at every key a
+// claim only ever waits for claims with a lower token, whatever the order
+// in which requests list their keys.
+//
+// etcd limits the longest of a Txn's lists (compares, success ops, failure
+// ops) to --max-txn-ops, 128 by default, and a nested Txn's to what the
+// outer one leaves of it; with at most backend.MaxKeys (64) keys every Txn
+// below stays within that:
+//
+//	enqueue:  If(own name absent per key) Then(Get ahead per key, Put per key)
+//	try:      If(queue free per key [shared: and own name absent per key]) Then(Put per key)
+//	          Else(Get the blocking claim per key)
+//	release:  Then(Delete per key), or Then(Txn If(identity) Then(Delete) per key)
+//	stamps:   Then(Get stamp per key); then If(identity per key) Then(Put stamp, Put record per key)
+//	SetValue: If(identity per key) Then(Put record per key)
+//
+// so that uncontended a multi-key claim takes one round trip to make (two
+// with stamps) and one to release, whatever the number of keys.
+
+// multiOps builds the per-key parts of the Txns that make a multi-key
+// claim: the compares that say every queue is free for it, the compares
+// that its name is absent everywhere, the reads of what is ahead of it (or
+// blocks it) at each key, and the puts that create it.
+func (a *acquisition) multiOps(now time.Time) (free, notYet []clientv3.Cmp, ahead, puts []clientv3.Op) {
+	keys := a.e.keys
+	rec := a.record(now, backend.Timestamp{})
+	for i, dir := range a.dirs {
+		absent := clientv3.Compare(clientv3.CreateRevision(keys[i]), "=", 0)
+		notYet = append(notYet, absent)
+		puts = append(puts, a.putAt(keys[i], rec))
+		if a.kind.shared {
+			free = append(free, noNonShared(dir), absent)
+			ahead = append(ahead, olderNonShared(dir, 0))
+		} else {
+			free = append(free, noClaim(dir)) // implies our name is absent
+			ahead = append(ahead, clientv3.OpGet(dir, newestKey...))
+		}
+	}
+	return free, notYet, ahead, puts
+}
+
+// enqueueAll is the fair path of a multi-key claim: one Txn creates the
+// claim at every key if its name is absent everywhere and reads, per key,
+// the claim it would wait for; it holds at once where that read finds
+// none, and waits at the other keys one at a time.
+func (a *acquisition) enqueueAll(ctx context.Context) error {
+	now := time.Now()
+	_, notYet, ahead, puts := a.multiOps(now)
+	ops := append(ahead[:len(ahead):len(ahead)], puts...)
+	a.mayExist = true
+	var resp *clientv3.TxnResponse
+	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
+		var err error
+		resp, err = a.b.cli.Txn(ctx).If(notYet...).Then(ops...).Commit()
+		if err == nil {
+			break
+		}
+		if err := a.retryAfter(ctx, err, backoff); err != nil {
+			return err
+		}
+	}
+	// At key i the claim waits behind preds[i] if wait[i] ("" to look
+	// it up first).
+	preds, wait := make([]string, len(a.dirs)), make([]bool, len(a.dirs))
+	rev := resp.Header.Revision
+	if resp.Succeeded {
+		a.setToken(rev)
+		for i := range a.dirs {
+			if kvs := rangeKvs(resp, i); len(kvs) > 0 {
+				preds[i], wait[i] = string(kvs[0].Key), true
+				if !a.kind.agrees(preds[i]) {
+					return a.mismatchError()
+				}
+			}
+		}
+	} else {
+		// Our name exists at some key: a resent enqueue whose first try
+		// was applied (see enqueue). Take it over; check every key.
+		if err := a.adoptAll(ctx); err != nil {
+			return err
+		}
+		for i := range wait {
+			wait[i] = true
+		}
+	}
+	a.acquiredAt = now
+	for i, dir := range a.dirs {
+		if !wait[i] {
+			continue // held there since the enqueue
+		}
+		q := queueKey{dir, a.e.keys[i]}
+		var err error
+		if a.kind.shared {
+			err = a.waitShared(ctx, q, preds[i], rev)
+		} else {
+			err = a.waitInQueue(ctx, q, preds[i], rev)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// adoptAll takes over a multi-key claim found under our name: it is ours
+// if it exists at every key, bound to our lease, with one create revision.
+func (a *acquisition) adoptAll(ctx context.Context) error {
+	ops := make([]clientv3.Op, len(a.e.keys))
+	for i, k := range a.e.keys {
+		ops[i] = clientv3.OpGet(k, clientv3.WithKeysOnly())
+	}
+	resp, err := a.b.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return rpcError(ctx, "acquire", err)
+	}
+	var token int64
+	for i := range ops {
+		kvs := rangeKvs(resp, i)
+		if len(kvs) == 0 {
+			return a.lostError()
+		}
+		if kvs[0].Lease != int64(a.req.Lease) || (token != 0 && kvs[0].CreateRevision != token) {
+			return fmt.Errorf("%w: etcd acquire %q: claims under %s are not one claim of ours",
+				backend.ErrUnavailable, a.req.Key, a.e.key)
+		}
+		token = kvs[0].CreateRevision
+	}
+	a.setToken(token)
+	return nil
+}
+
+// whenAllFree is the path of multi-key requests that do not queue: one Txn
+// creates the claim at every key only if a claim made now would hold every
+// key at once; otherwise it reads what blocks it at each key, and with
+// Fair false waits for the first such claim to go and tries again.
+func (a *acquisition) whenAllFree(ctx context.Context) error {
+	for {
+		now := time.Now()
+		free, _, ahead, puts := a.multiOps(now)
+		a.mayExist = true
+		resp, err := a.b.cli.Txn(ctx).If(free...).Then(puts...).Else(ahead...).Commit()
+		if err != nil {
+			return rpcError(ctx, "acquire", err)
+		}
+		if resp.Succeeded {
+			a.setToken(resp.Header.Revision)
+			a.acquiredAt = now
+			return nil
+		}
+		blocker := ""
+		for i := range a.dirs {
+			kvs := rangeKvs(resp, i)
+			if len(kvs) == 0 {
+				continue
+			}
+			if !a.kind.agrees(string(kvs[0].Key)) {
+				a.mayExist = false
+				return a.mismatchError()
+			}
+			if blocker == "" {
+				blocker = string(kvs[0].Key)
+			}
+		}
+		if blocker == "" {
+			// Nothing blocks us, so a stray of ours under the name failed
+			// the compares: the cleanup removes it by name.
+			return a.inconsistent()
+		}
+		a.mayExist = false
+		if !a.req.Wait {
+			return a.lockedError()
+		}
+		if err := a.waitDeleted(ctx, blocker, resp.Header.Revision+1); err != nil {
+			return err
+		}
+	}
+}
+
+// stampAll stamps a multi-key acquisition: one Txn reads every key's stamp
+// record, Stamp is called with the highest, and one Txn guarded by the
+// claim's identity at every key records the new stamp at every key.
+func (a *acquisition) stampAll(ctx context.Context) (backend.Timestamp, error) {
+	keys := a.e.keys
+	ops := make([]clientv3.Op, len(a.req.Keys))
+	for i, k := range a.req.Keys {
+		ops[i] = clientv3.OpGet(a.b.layout.stamp(k))
+	}
+	resp, err := a.b.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return backend.Timestamp{}, rpcError(ctx, "acquire (stamp)", err)
+	}
+	var prev backend.Timestamp
+	for i := range ops {
+		if kvs := rangeKvs(resp, i); len(kvs) > 0 {
+			p, err := decodeStamp(kvs[0].Value)
+			if err != nil {
+				return backend.Timestamp{}, fmt.Errorf("etcd acquire %q: stamp record: %w", a.req.Keys[i], err)
+			}
+			if prev.Less(p) {
+				prev = p
+			}
+		}
+	}
+	st, err := a.req.Stamp(prev)
+	if err != nil {
+		return backend.Timestamp{}, err
+	}
+	rec := a.record(a.acquiredAt, st)
+	cmps := make([]clientv3.Cmp, len(keys))
+	writes := make([]clientv3.Op, 0, 2*len(keys))
+	for i, k := range keys {
+		cmps[i] = incarnation(k, a.token)
+		writes = append(writes, clientv3.OpPut(a.b.layout.stamp(a.req.Keys[i]), encodeStamp(st)), rewrite(k, rec))
+	}
+	wresp, err := a.b.cli.Txn(ctx).If(cmps...).Then(writes...).Commit()
+	if err != nil {
+		return backend.Timestamp{}, rpcError(ctx, "acquire (stamp)", err)
+	}
+	if !wresp.Succeeded {
+		return backend.Timestamp{}, a.lostError()
+	}
+	return st, nil
+}
