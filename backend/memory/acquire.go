@@ -125,7 +125,7 @@ func (b *Backend) admitLocked(req *backend.AcquireRequest, held *backend.Claim, 
 	c.lease, c.id, c.owner, c.onLost = l, req.ID, req.Owner, req.OnLost
 	c.shared, c.permits = req.Shared, n
 	if req.Value != nil {
-		c.value = bytes.Clone(req.Value) // the Backend's own copy
+		c.extra().value = bytes.Clone(req.Value) // the Backend's own copy
 	}
 	if c.id == "" {
 		if c.name == "" {
@@ -183,8 +183,9 @@ func (b *Backend) admitLocked(req *backend.AcquireRequest, held *backend.Claim, 
 // attachKeysLocked gives c, a multi-key claim, one entry per key, creating
 // the keys' records as needed.
 func (b *Backend) attachKeysLocked(c *claim, keys []string) {
-	c.multi = &multiKey{keys: slices.Clone(keys), more: make([]entry, len(keys)-1)}
-	for i, name := range c.multi.keys {
+	x := c.extra()
+	x.keys, x.more = slices.Clone(keys), make([]entry, len(keys)-1)
+	for i, name := range x.keys {
 		e := c.entryAt(int32(i))
 		e.c = c
 		if e.key = b.keyLocked(name); e.key == nil {
@@ -210,11 +211,14 @@ func (b *Backend) nextTokenLocked() uint64 {
 // keys, and promotes it if the queue rule admits it at all of them.
 func (b *Backend) enqueueLocked(c *claim) {
 	c.state = stateQueued
+	holds := false
 	for i := range c.nKeys() {
 		e := c.entryAt(i)
-		e.key.push(e)
+		if e.key.push(e) {
+			holds = true // c is free at this key, its last one not free until now
+		}
 	}
-	if c.nFree == c.nKeys() {
+	if holds {
 		b.promoteLocked(c)
 	}
 }

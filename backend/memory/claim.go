@@ -54,8 +54,8 @@ type entry struct {
 // may hold many: every list it is on is intrusive (no per-claim map entry or
 // slice slot), and the wake-up channel exists only while a request waits.
 type claim struct {
-	first entry     // the entry at Key
-	multi *multiKey // nil unless the claim is multi-key
+	first entry       // the entry at Key
+	x     *claimExtra // nil unless the claim has a value or is multi-key
 	lease *lease
 	id    string // the claim's name: the request's ID, or name
 	owner string
@@ -64,12 +64,6 @@ type claim struct {
 	// record holds one claim at a time, so no two live claims share it.
 	name  string
 	token uint64 // 0 while stateWaitingUnfair
-	value []byte // the Backend's own copy; replaced, never written into
-
-	permits int32 // n: 1 for exclusive and shared claims
-	permit  int32 // the permit held, once holding
-	nFree   int32 // how many entries are free
-	shared  bool
 
 	acquiredAt time.Time
 	stamp      backend.Timestamp
@@ -82,8 +76,11 @@ type claim struct {
 
 	inLease links // the lease's claims
 
-	state claimState
-	why   endReason
+	permits int32 // n: 1 for exclusive and shared claims
+	permit  int32 // the permit held, once holding
+	shared  bool
+	state   claimState
+	why     endReason
 	// returned is set, under the Backend's mutex, when Acquire hands the
 	// claim to its caller. Only returned claims get OnLost; a claim lost
 	// before that fails its own Acquire instead.
@@ -96,19 +93,31 @@ type claim struct {
 	reqDone bool
 }
 
-// multiKey is what only a multi-key claim needs, kept out of line so that
-// it costs a single-key claim one pointer.
-type multiKey struct {
-	keys []string // the request's Keys (a copy), for Claim.Keys
-	more []entry  // the entries at keys[1:]; never reallocated once linked
+// claimExtra is what only some claims need, kept out of line so that a
+// plain claim (one key, no value: most of them) costs one pointer for it.
+type claimExtra struct {
+	value []byte   // the Backend's own copy; replaced, never written into
+	keys  []string // the request's Keys (a copy); nil unless multi-key
+	more  []entry  // the entries at keys[1:]; never reallocated once linked
+	nFree int32    // how many entries of a multi-key claim are free
 }
+
+// extra returns c's claimExtra, making it if c has none yet.
+func (c *claim) extra() *claimExtra {
+	if c.x == nil {
+		c.x = &claimExtra{}
+	}
+	return c.x
+}
+
+func (c *claim) isMulti() bool { return c.x != nil && c.x.keys != nil }
 
 // nKeys is the number of keys (and entries) of the claim.
 func (c *claim) nKeys() int32 {
-	if c.multi == nil {
+	if !c.isMulti() {
 		return 1
 	}
-	return int32(len(c.multi.keys))
+	return int32(len(c.x.keys))
 }
 
 // entryAt returns the claim's entry at its i-th key, in the request's
@@ -117,15 +126,33 @@ func (c *claim) entryAt(i int32) *entry {
 	if i == 0 {
 		return &c.first
 	}
-	return &c.multi.more[i-1]
+	return &c.x.more[i-1]
 }
 
 // keys returns Claim.Keys: nil unless the claim is multi-key.
 func (c *claim) keys() []string {
-	if c.multi == nil {
+	if c.x == nil {
 		return nil
 	}
-	return c.multi.keys
+	return c.x.keys
+}
+
+// value returns the value published with the claim.
+func (c *claim) value() []byte {
+	if c.x == nil {
+		return nil
+	}
+	return c.x.value
+}
+
+// noteFree records that one more of c's entries is free, and reports
+// whether all of them are: whether c now holds.
+func (c *claim) noteFree() bool {
+	if !c.isMulti() {
+		return true
+	}
+	c.x.nFree++
+	return c.x.nFree == int32(len(c.x.keys))
 }
 
 // exclusive reports whether the claim needs its keys to itself.
@@ -153,7 +180,7 @@ func (c *claim) export() backend.Claim {
 		Shared:     c.shared,
 		Permits:    int(c.permits),
 		Permit:     int(c.permit),
-		Value:      c.value,
+		Value:      c.value(),
 	}
 }
 

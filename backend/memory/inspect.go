@@ -43,7 +43,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.LockInfo, er
 			Token:      c.token,
 			Permit:     int(c.permit),
 			Shared:     c.shared,
-			Value:      bytes.Clone(c.value),
+			Value:      bytes.Clone(c.value()),
 			AcquiredAt: c.acquiredAt,
 			Stamp:      c.stamp,
 		})

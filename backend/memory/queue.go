@@ -1,6 +1,10 @@
 package memory
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"github.com/ash-lock/ashlock/backend"
+)
 
 // keyState is the store's record of one key. It exists while the key has a
 // claim or a waiting request, and the most recently freed key stays parked
@@ -42,9 +46,9 @@ type keyState struct {
 	permits   int32  // n, agreed by every claim in the queue; stale while the queue is empty
 
 	// used has a bit set for each permit held, for counted keys. It is
-	// kept while the record lives, so a pool acquired and released again
-	// and again allocates it once.
-	used []uint64
+	// made on first use and kept while the record lives, so a pool
+	// acquired and released again and again allocates it once.
+	used *[backend.MaxPermits / 64]uint64
 }
 
 func (k *keyState) idle() bool { return k.queue.empty() && k.unfair.empty() }
@@ -99,18 +103,18 @@ func (k *keyState) mismatch(n int32) bool {
 }
 
 // markFree records that e, the frontier or a new entry behind a free
-// queue, is free.
-func (k *keyState) markFree(e *entry) {
+// queue, is free, and reports whether its claim is now free at every key.
+func (k *keyState) markFree(e *entry) bool {
 	e.free = true
 	k.nFree++
 	if e.c.exclusive() {
 		k.nFreeExcl++
 	}
-	e.c.nFree++
+	return e.c.noteFree()
 }
 
 // push appends e to k's queue, free at once if the rule admits it.
-// It returns whether e is free.
+// It reports whether e's claim is now free at every key.
 func (k *keyState) push(e *entry) bool {
 	if k.queue.empty() {
 		k.permits = e.c.permits
@@ -123,8 +127,7 @@ func (k *keyState) push(e *entry) bool {
 		k.frontier = e
 		return false
 	}
-	k.markFree(e)
-	return true
+	return k.markFree(e)
 }
 
 // unlink takes e out of k's queue without admitting anyone; advanceLocked
@@ -153,8 +156,7 @@ func (b *Backend) advanceLocked(k *keyState) {
 			k.frontier = e
 			return
 		}
-		k.markFree(e)
-		if e.c.nFree == e.c.nKeys() {
+		if k.markFree(e) {
 			b.promoteLocked(e.c)
 		}
 	}
@@ -166,10 +168,10 @@ func (b *Backend) advanceLocked(k *keyState) {
 // are its free prefix), so the tokens of successive holders of one permit
 // increase. There is always one free: k has fewer than n holders.
 func (k *keyState) takePermit() int32 {
-	words := int(k.permits+63) / 64
-	if len(k.used) < words {
-		k.used = append(k.used, make([]uint64, words-len(k.used))...)
+	if k.used == nil {
+		k.used = new([backend.MaxPermits / 64]uint64)
 	}
+	words := int(k.permits+63) / 64
 	for i, w := range k.used[:words] {
 		if w != ^uint64(0) {
 			p := int32(i*64 + bits.TrailingZeros64(^w))

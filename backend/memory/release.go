@@ -74,7 +74,7 @@ func (b *Backend) removeLocked(c *claim, why endReason) {
 		if c.state == stateHolding && c.permits > 1 {
 			c.first.key.releasePermit(c.permit)
 		}
-		if c.multi == nil {
+		if !c.isMulti() {
 			// unqueueMultiLocked for one key, spelled out: this is
 			// every uncontended Release.
 			k := c.first.key
@@ -99,7 +99,7 @@ func (b *Backend) removeLocked(c *claim, why endReason) {
 	c.lease.claims.remove(c)
 	c.state, c.why = stateGone, why
 	c.wake()
-	if c.multi == nil {
+	if !c.isMulti() {
 		if k := c.first.key; k.idle() {
 			b.parkLocked(k)
 		}

@@ -37,6 +37,6 @@ func (b *Backend) SetValue(ctx context.Context, c backend.Claim, v []byte) error
 		return fmt.Errorf("memory: set value on %q: claim with token %d is gone: %w",
 			c.Key, c.Token, backend.ErrLeaseExpired)
 	}
-	x.value = bytes.Clone(v)
+	x.extra().value = bytes.Clone(v)
 	return nil
 }
