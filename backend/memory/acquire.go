@@ -20,8 +20,12 @@ import (
 // at once, and holds once the queue rule (see keyState) admits it at every
 // key. A non-fair one waits outside the queues and takes a token once a
 // claim made now would hold every key; fair claims queued meanwhile go
-// first. Whoever removes a claim wakes only the requests that now hold, so
-// waiting neither polls nor stampedes.
+// first. (A non-fair request whose permit count differs from the claims
+// queued when it arrives fails with ErrPermitMismatch; one that finds
+// another count queued later, while it waits, waits for those claims to
+// go, since a claim made then could not hold.) Whoever removes a claim
+// wakes only the requests that now hold, so waiting neither polls nor
+// stampedes.
 //
 // When the claim comes to hold its keys and req.Stamp is set, Acquire calls
 // it (without holding the Backend's mutex) with the highest stamp recorded
