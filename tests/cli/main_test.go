@@ -171,6 +171,9 @@ func (p *proc) waitLine(t *testing.T, prefix string) string {
 		select {
 		case l, ok := <-p.lines:
 			if !ok {
+				// The process is ending (or was killed at waitBound): its
+				// stderr is complete, and safe to read, once Wait returns.
+				_ = p.cmd.Wait()
 				t.Fatalf("output ended before a line starting %q; stderr %q", prefix, p.stderr)
 			}
 			if strings.HasPrefix(l, prefix) {
