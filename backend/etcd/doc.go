@@ -10,28 +10,46 @@
 //
 // # Keys
 //
-//	<prefix>claims/<escaped key>/<lease>[-<slot>] a claim; value: owner, acquired-at, stamp
-//	<prefix>stamps/<escaped key>                  last holder's stamp (only with stamps on)
+//	<prefix>claims/<escaped key>/<lease>[-<slot>]      an exclusive claim
+//	<prefix>claims/<escaped key>/s<lease>[-<slot>]     a shared claim
+//	<prefix>claims/<escaped key>/<lease>[-<slot>].<n>  a counted claim (n > 1 permits)
+//	<prefix>stamps/<escaped key>                       last holder's stamp (only with stamps on)
+//
+// A claim's value is its record (record.go): owner, acquired-at, stamp,
+// and for claims other than plain exclusive ones the kind, the permit
+// count, the permit held (none yet while a counted claim waits) and the
+// published value.
 //
 // The escaping replaces '/', '%' and control bytes with %XX, so the queue
 // directories of two keys never nest, even when one key is a prefix of the
 // other. A claim is named after the lease it is bound to, in hex, with a
 // slot number for a second or later claim of the same lease on the same key
-// at once. Stamp records are not bound to a lease: they outlive every
-// claim, so that the next holder, however much later, sees the last stamp.
+// at once, and its kind (kind.go): shared names start with 's', the others
+// with a hex digit, so the range [dir+"0", dir+"g") of a queue directory
+// holds exactly its non-shared claims. A multi-key claim has one etcd key
+// in each of its keys' directories, all with the same name and the same
+// create revision. Stamp records are not bound to a lease: they outlive
+// every claim, so that the next holder, however much later, sees the last
+// stamp.
 //
 // # Protocol
 //
 // The files read in this order: acquire.go (enqueue, and the paths that do
-// not queue), wait.go (waiting in the queue), release.go (release, and the
-// cleanup of a failed Acquire), registry.go (claim names and loss),
-// watch.go, watchstream.go and watchcheck.go (the watches, all on one
-// stream), lease.go.
+// not queue, for exclusive claims), wait.go (waiting in the queue),
+// kind.go (claim kinds and their names), shared.go, counted.go and
+// multikey.go (the other kinds), release.go (release, and the cleanup of a
+// failed Acquire), value.go (SetValue), inspect.go, registry.go (claim
+// names and loss), watch.go, watchstream.go and watchcheck.go (the
+// watches, all on one stream), lease.go.
 //
-// A key's claims form a queue ordered by create revision; the oldest claim
-// holds the key and its create revision is the fencing token. Create
-// revisions are etcd's global, persistent revision counter, so tokens
-// strictly increase per key and survive client and server restarts.
+// A key's claims form a queue ordered by create revision, and each claim's
+// create revision is its fencing token. Create revisions are etcd's
+// global, persistent revision counter, so tokens strictly increase per key
+// and survive client and server restarts. An exclusive claim holds the key
+// when it is the oldest claim; a shared claim when no exclusive or counted
+// claim is older; a counted claim with n permits when fewer than n claims
+// are older (it then records the lowest permit no older claim holds). The
+// exclusive protocol:
 //
 //   - Acquire (fair): one Txn creates the claim if it does not exist yet and
 //     reads the claim just ahead of it. Uncontended, that single round trip
@@ -53,6 +71,30 @@
 //     is read in the Txn that makes the claim the holder, and the new stamp
 //     written in a Txn guarded by the claim's identity.
 //
+// The other kinds, each detailed in its file:
+//
+//   - Shared (shared.go): the enqueue Txn reads only the newest
+//     non-shared claim (one round trip uncontended, or behind readers
+//     only); a waiting reader watches only the nearest older non-shared
+//     claim, so a writer's release wakes every reader up to the next
+//     writer at once, one watch event each, and each re-checks with one
+//     Txn.
+//   - Counted (counted.go): uncontended, a nested Txn in the enqueue
+//     records permit 0 (one round trip); otherwise the claim picks its
+//     permit once every older claim has recorded its own, in a Txn guarded
+//     by its identity. Waiters watch their predecessor (for its delete and
+//     for its admission) and the first waiter the n holders, so each
+//     admission costs a constant number of requests.
+//   - Multi-key (multikey.go): one Txn makes the claim at every key (one
+//     create revision: one token) and one Txn releases it; it holds once
+//     it holds at every key, waiting at one key at a time.
+//   - Every claim of a key agrees on the permit count (exclusive and
+//     shared claims count as one): an enqueue reads the name of the claim
+//     just ahead, and a request that disagrees removes its claim and fails
+//     with backend.ErrPermitMismatch (see mismatchRace in kind.go).
+//   - SetValue (value.go) rewrites the claim's record at every key in one
+//     Txn compared on the claim's identity.
+//
 // # Claim names
 //
 // Naming a claim after its lease reuses one name for every acquisition of
@@ -69,8 +111,8 @@
 //
 // # Watches
 //
-// A claim that has been held for 2ms is watched on its own key, for its
-// delete only, so that its loss - its lease expired or revoked, an
+// A claim that has been held for 2ms is watched on its own key (on each of
+// a multi-key claim's keys), for its delete only, so that its loss - its lease expired or revoked, an
 // operator's delete - reaches OnLost within one watch delivery. Most locks
 // are released sooner and never cost a watch; a loss in a claim's first
 // moments is found when its watch starts, by a read of the claim's key. A

@@ -96,6 +96,17 @@ func noClaim(dir string) clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(dir), "=", 0).WithPrefix()
 }
 
+// mismatchRace: a claim checks the permit count against the claim just
+// ahead of it only, when it enqueues. A claim that disagrees removes
+// itself, but while it is queued it can mislead a claim enqueued behind
+// it: a request that agrees with the queue may then fail with
+// ErrPermitMismatch, or one that does not may queue among claims of
+// another count. The second case keeps exclusion, because every kind
+// treats a claim of another kind conservatively: an exclusive claim waits
+// for every older claim, a shared one for every older non-shared claim,
+// and a counted one for the delete of any older claim of another kind.
+// The window is one round trip of the misleading request.
+
 // agrees reports whether a claim of kind k may queue behind the claim
 // named pred: they agree on the permit count (exclusive and shared claims
 // count as one).

@@ -212,7 +212,8 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 		return nil, false, false
 	}
 	for _, ev := range r.Events {
-		// With the NOPUT filter, deletes only. The first one at or
+		// With the NOPUT filter, deletes only (and puts too for a
+		// watch of puts, which any change ends). The first one at or
 		// above from is the incarnation's: a later incarnation of the
 		// name needs this one deleted first.
 		if ev.Type != mvccpb.DELETE && !w.puts {

@@ -1,0 +1,71 @@
+package etcd
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// A claim's kind is read back from its name, and only non-shared names
+// fall in the range [dir+"0", dir+"g").
+func TestKindNames(t *testing.T) {
+	for _, k := range []kind{exclusive, {shared: true, n: 1}, {n: 2}, {n: backend.MaxPermits}} {
+		for _, slot := range []int{0, 3} {
+			name := k.name(claimName(0x1fa, slot))
+			assert.Equal(t, k, kindOfName(name), name)
+			assert.Equal(t, k, kindOfName("p/claims/x/"+name), name)
+			inRange := name >= "0" && name < "g"
+			assert.Equal(t, !k.shared, inRange, name)
+		}
+	}
+	assert.Equal(t, "s1fa", kind{shared: true, n: 1}.name("1fa"))
+	assert.Equal(t, "1fa-2.7", kind{n: 7}.name("1fa-2"))
+	assert.Equal(t, exclusive, kindOfName("1.x"), "an unparsable count reads as exclusive")
+	assert.True(t, kind{n: 3}.agrees("1.3"))
+	assert.False(t, kind{n: 3}.agrees("1"))
+	assert.True(t, exclusive.agrees("s1"), "shared and exclusive claims agree")
+}
+
+// A multi-key claim gets one name, free in every one of its directories,
+// and is registered under each of its keys until forgotten.
+func TestRegistryMultiKeyNames(t *testing.T) {
+	tm := newTestMux(t)
+	r := newRegistry(tm.mux)
+	busy := r.add("b/", 1, nil) // takes "1" in b/ only
+	e := r.addClaim([]string{"a/", "b/", "c/"}, exclusive, 1, nil)
+	assert.Equal(t, []string{"a/1-1", "b/1-1", "c/1-1"}, e.keys)
+	assert.Equal(t, "a/1-1", e.key)
+	s := r.addClaim([]string{"a/", "b/"}, kind{shared: true, n: 1}, 1, nil)
+	assert.Equal(t, []string{"a/s1", "b/s1"}, s.keys)
+	c := r.addClaim([]string{"a/"}, kind{n: 4}, 1, nil)
+	assert.Equal(t, "a/1.4", c.key)
+	assert.Nil(t, c.keys)
+	r.forget(busy)
+	r.forget(e)
+	e2 := r.addClaim([]string{"a/", "b/"}, exclusive, 1, nil)
+	assert.Equal(t, []string{"a/1", "b/1"}, e2.keys, "forgotten names are free at every key")
+}
+
+// A multi-key claim lost at any one of its keys is reported once, and its
+// name is free again at every key.
+func TestRegistryMultiKeyLoss(t *testing.T) {
+	tm := newTestMux(t)
+	r := newRegistry(tm.mux)
+	lost := make(lossRecorder, 2)
+	r.holdDelay = 0
+	e := r.addClaim([]string{"a/", "b/"}, exclusive, 1, lost)
+	tm.e.put("a/1")
+	r.setToken(e, tm.e.put("b/1"))
+	require.True(t, r.promote(e))
+	tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 2 }, "a watch per key")
+	tm.e.del("b/1")
+	recv(t, lost, "OnLost")
+	recv(t, e.lost, "lost closed")
+	tm.e.del("a/1")
+	barrier(t, tm)
+	none(t, lost, "a second OnLost")
+	assert.Equal(t, []string{"a/1", "b/1"}, r.addClaim([]string{"a/", "b/"}, exclusive, 1, nil).keys)
+}
