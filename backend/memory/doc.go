@@ -6,7 +6,7 @@
 // ordered by fencing token; every claim bound to a lease that ends after
 // its TTL unless renewed. A claim is exclusive, shared or counted, and
 // holds its key once the claims ahead of it allow (see
-// backend.AcquireRequest and keyState): an exclusive claim at the head, a
+// backend.AcquireRequest): an exclusive claim at the head, a
 // shared one with no exclusive claim ahead, one of n permits with fewer
 // than n claims ahead. A multi-key claim has one place in each of its keys'
 // queues, all with one token, and holds once it holds at every key. Tokens
