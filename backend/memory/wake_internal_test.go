@@ -125,3 +125,75 @@ func TestMultiKeyWokenOnceWhenItHoldsEveryKey(t *testing.T) {
 	require.Equal(t, []int{0, 1}, woken(ws))
 	_ = b.abandon(ws[1].c, nil)
 }
+
+// Every kind of claim, whichever way it ends, leaves no record behind but
+// the one parked key, and no permit marked held.
+func TestNothingLeftBehindByAnyKind(t *testing.T) {
+	b := New()
+	defer b.Close()
+	ctx := t.Context()
+	l, err := b.Grant(ctx, time.Hour)
+	require.NoError(t, err)
+	other, err := b.Grant(ctx, time.Hour)
+	require.NoError(t, err)
+	multi := func(lease backend.Lease, fair bool, keys ...string) backend.AcquireRequest {
+		r := internalRequest(keys[0], lease, fair)
+		r.Keys = keys
+		return r
+	}
+
+	// Held, then released: counted, shared, multi-key.
+	var held []backend.Claim
+	for _, r := range []backend.AcquireRequest{
+		kindRequest("pool", l, "P", false, 3),
+		kindRequest("pool", l, "P", false, 3),
+		kindRequest("rw", l, "R", true, 0),
+		multi(l, true, "m1", "m2", "m3"),
+	} {
+		c, err := b.Acquire(ctx, r)
+		require.NoError(t, err)
+		held = append(held, c)
+	}
+	// Waiting, then abandoned: a fair and a non-fair multi-key request, a
+	// writer behind the reader, a counted waiter behind a full pool.
+	full, err := b.Acquire(ctx, kindRequest("pool", l, "P", false, 3))
+	require.NoError(t, err)
+	var ws []waiting
+	for _, r := range []backend.AcquireRequest{
+		multi(l, true, "m0", "m2"),
+		multi(l, false, "m3", "m4"),
+		kindRequest("rw", l, "W", false, 0),
+		kindRequest("pool", l, "P", false, 3),
+	} {
+		ws = append(ws, enqueueWaiting(t, b, r))
+	}
+	for _, w := range ws {
+		_ = b.abandon(w.c, nil)
+	}
+	for _, c := range append(held, full) {
+		require.NoError(t, b.Release(ctx, c))
+	}
+	// Lost with their lease, holding and waiting.
+	_, err = b.Acquire(ctx, multi(other, true, "m1", "m5"))
+	require.NoError(t, err)
+	_, _, err = b.enqueue(multi(other, true, "m5", "m6"))
+	require.NoError(t, err)
+	_, _, err = b.enqueue(multi(other, false, "m1", "m7"))
+	require.NoError(t, err)
+	require.NoError(t, b.Revoke(ctx, other.ID))
+	require.NoError(t, b.Revoke(ctx, l.ID))
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	require.LessOrEqual(t, len(b.keys), 1, "idle key records left")
+	for name, k := range b.keys {
+		require.True(t, k.idle(), "key %q", name)
+		require.Nil(t, k.frontier, "key %q", name)
+		require.Zero(t, k.nFree, "key %q", name)
+		require.Zero(t, k.nFreeExcl, "key %q", name)
+		if k.used != nil {
+			require.Equal(t, [len(k.used)]uint64{}, *k.used, "key %q: permits still marked held", name)
+		}
+	}
+	require.Empty(t, b.leases)
+}
