@@ -16,17 +16,26 @@ const ttl = 2 * time.Second
 
 var allFaults = []faultKind{faultLeaderKill, faultPartition, faultBlackhole, faultDelay, faultRevoke, faultFreeze}
 
-// TestChaos runs three holders in this process and three in child
-// processes against one lock for a minute of every kind of fault (or
-// $ASHLOCK_SOAK), then requires: both histories linearizable against the
-// fenced-register model, no update lost, no overlap in the strict mutex
-// model, tokens unique and stamps increasing, no claim left, the lock
-// working again once the faults stop, and no goroutine left.
+// TestChaos runs three workloads side by side for a minute of every kind
+// of fault (or $ASHLOCK_SOAK): three holders in this process and three in
+// child processes on one lock (the mutex workload), five on a counted lock
+// of three permits, and three moving money between accounts with LockAll.
+// Then it requires: every history linearizable against the fenced-register
+// model (both of the mutex workload, each permit's, each account's), no
+// update lost and the accounts' total unchanged, no overlap in the strict
+// mutex model (per permit and per account too), tokens unique and in
+// order, no claim left, every workload making progress during the faults
+// and after them, and no goroutine left.
 func TestChaos(t *testing.T) {
 	res := run(t, runConfig{
 		name: "chaos", seed: baseSeed(t), faultFor: faultPeriod(t), quiet: 6 * time.Second,
 		inProc: 3, children: 3, fencing: true, hold: span{0, 1500 * time.Millisecond},
 		prof: profile{kinds: allFaults, ttl: ttl},
+		// Four of the permits holders are in this process so that more
+		// than three guards can be seen valid at once, if the lock ever
+		// let them be.
+		permits:  group{inProc: 4, children: 1},
+		transfer: group{inProc: 2, children: 1}, accounts: 6,
 	})
 	requireClean(t, res)
 	for _, k := range allFaults {
@@ -60,6 +69,33 @@ func TestChaosFencingOffIsCaught(t *testing.T) {
 	}
 	if res.regCheck != porcupine.Ok || res.regLost != 0 || len(res.overlaps) != 0 || len(res.leftoverClaims) != 0 || len(res.problems) != 0 {
 		t.Errorf("fencing off: the parts that do not depend on the fence failed too: %v", res)
+	}
+	verifyNoLeaks(t)
+}
+
+// TestChaosTransferFencingOffIsCaught is the negative control of the
+// transfer workload: with the bank's fences off and child holders frozen
+// between reading balances and writing them back, a late write overwrites
+// a newer transfer and the total changes. Three accounts, so that any two
+// transfers share one.
+func TestChaosTransferFencingOffIsCaught(t *testing.T) {
+	res := run(t, runConfig{
+		name: "transfer-fencing-off", seed: baseSeed(t) + 2, faultFor: 20 * time.Second, quiet: 3 * time.Second,
+		fencing: false, hold: span{0, time.Second},
+		prof:     profile{kinds: []faultKind{faultFreeze}, ttl: ttl, targeted: true},
+		transfer: group{inProc: 1, children: 2}, accounts: 3,
+	})
+	x := res.xfer
+	if x.finalTotal == x.total && len(x.broken) == 0 && x.check != porcupine.Illegal {
+		t.Errorf("transfer with fencing off: the checks found no violation (%v) in %d SIGSTOP pauses", x, injected(res, faultFreeze))
+	}
+	t.Logf("transfer with fencing off: total %d, want %d; %d writes changed it; accounts %s; over %v",
+		x.finalTotal, x.total, len(x.broken), x.check, res.faults)
+	for _, v := range x.viz {
+		_ = os.Remove(v) // the violation was the point
+	}
+	if len(x.overlaps) != 0 || x.doneButValid != 0 || len(x.problems) != 0 || len(res.leftoverClaims) != 0 || len(res.problems) != 0 {
+		t.Errorf("transfer with fencing off: the parts that do not depend on the fence failed too: %v", res)
 	}
 	verifyNoLeaks(t)
 }
@@ -154,5 +190,69 @@ func requireClean(t *testing.T, res *runResult) {
 	}
 	for _, p := range res.problems {
 		t.Error(p)
+	}
+	if res.perm != nil {
+		requirePermitsClean(t, res.perm)
+	}
+	if res.xfer != nil {
+		requireTransferClean(t, res.xfer)
+	}
+}
+
+// requirePermitsClean fails t with every violation the permits workload's
+// checks found.
+func requirePermitsClean(t *testing.T, p *permitsResult) {
+	t.Helper()
+	for i, c := range p.checks {
+		if c != porcupine.Ok {
+			t.Errorf("permit %d register history: %s (visualizations: %q)", i, c, p.viz)
+		}
+	}
+	if p.lost != 0 {
+		t.Errorf("permit registers: %d lost updates (%d acknowledged)", p.lost, p.lostAcked)
+	}
+	for i, o := range p.overlaps {
+		if i == 10 {
+			t.Errorf("... and %d more per-permit overlaps", len(p.overlaps)-10)
+			break
+		}
+		t.Errorf("strict mutex model, permit %d: %v", o.earlier.permit, o)
+	}
+	if p.mostValid > poolPermits {
+		t.Errorf("%d guards of a %d-permit lock were valid at once", p.mostValid, poolPermits)
+	}
+	if p.doneButValid != 0 {
+		t.Errorf("permits: %d checks found FencingToken succeeding after Done closed", p.doneButValid)
+	}
+	for _, s := range p.problems {
+		t.Error(s)
+	}
+}
+
+// requireTransferClean fails t with every violation the transfer
+// workload's checks found.
+func requireTransferClean(t *testing.T, x *transferResult) {
+	t.Helper()
+	if x.finalTotal != x.total {
+		t.Errorf("accounts total %d at the end, want %d", x.finalTotal, x.total)
+	}
+	for _, b := range x.broken {
+		t.Error(b)
+	}
+	if x.check != porcupine.Ok {
+		t.Errorf("account histories: %s (visualizations: %q)", x.check, x.viz)
+	}
+	for i, o := range x.overlaps {
+		if i == 10 {
+			t.Errorf("... and %d more per-account overlaps", len(x.overlaps)-10)
+			break
+		}
+		t.Errorf("strict mutex model, per account: %v", o)
+	}
+	if x.doneButValid != 0 {
+		t.Errorf("transfer: %d checks found FencingToken succeeding after Done closed", x.doneButValid)
+	}
+	for _, s := range x.problems {
+		t.Error(s)
 	}
 }

@@ -43,6 +43,39 @@ func (h *harness) check(t *testing.T, res *runResult, resrc *resource, regHist *
 		t.Errorf("%s: list the prefix: %v", res.cfg.name, err)
 	}
 
+	if res.mutexRun() {
+		h.checkMutex(t, ctx, res, resrc, regHist, acqs, from, healed)
+	}
+	if res.cfg.permits.size() > 0 {
+		res.perm = checkPermits(res.cfg.name, h.pool, h.permAcqs.snapshot(), healed)
+		res.perm.holders = res.cfg.permits
+	}
+	if res.cfg.transfer.size() > 0 {
+		res.xfer = checkTransfer(res.cfg.name, h.bank, h.xferAcqs.snapshot(), healed)
+		res.xfer.holders = res.cfg.transfer
+	}
+	for _, ho := range h.holders {
+		n := ho.failedAcquires.Load()
+		switch {
+		case ho.wlName == wlPermits:
+			res.perm.failedAcquires += n
+		case ho.wlName == wlTransfer:
+			res.xfer.failedAcquires += n
+		default:
+			res.failedAcquires += n
+			res.steps += ho.steps.Load()
+		}
+	}
+	for _, ch := range h.children {
+		if ch.workload == wlMutex {
+			res.steps += ch.steps.Load()
+		}
+	}
+}
+
+// checkMutex runs the mutex workload's checks.
+func (h *harness) checkMutex(t *testing.T, ctx context.Context, res *runResult, resrc *resource, regHist *history, acqs *acquisitions, from, healed int64) {
+	t.Helper()
 	// Workload (a): the register in etcd, against etcd's own history.
 	record, err := registerRecord(ctx, h.admin, registerKey(res.cfg), from)
 	if err != nil {
@@ -76,12 +109,5 @@ func (h *harness) check(t *testing.T, res *runResult, resrc *resource, regHist *
 	res.problems = append(res.problems, tokenAndStampProblems(all)...)
 	if res.afterFaults == 0 {
 		res.problems = append(res.problems, fmt.Sprintf("no acquisition in the %v after the faults ended", res.cfg.quiet))
-	}
-	for _, ho := range h.holders {
-		res.failedAcquires += ho.failedAcquires.Load()
-		res.steps += ho.steps.Load()
-	}
-	for _, ch := range h.children {
-		res.steps += ch.steps.Load()
 	}
 }

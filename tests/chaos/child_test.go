@@ -19,12 +19,15 @@ const childTimeout = 30 * time.Second
 // goroutine serves the child's messages: it records acquisitions and
 // register operations on the run's clock and answers resource requests.
 type child struct {
-	id    int
-	cmd   *exec.Cmd
-	io    *conn
-	route *route
+	id       int
+	workload string
+	cmd      *exec.Cmd
+	io       *conn
+	route    *route
 
 	res     *resource
+	pool    *pool // the permits workload's registers
+	bank    *bank // the transfer workload's accounts
 	regHist *history
 	acqs    *acquisitions
 	clk     clock
@@ -127,16 +130,35 @@ func (ch *child) serve() {
 			close(ch.ready)
 		case "acq":
 			ch.acqs.add(&acquisition{holder: ch.id, token: m.Token, returned: ch.clk.now(),
-				stampW: m.StampW, stampL: m.StampL, hasStamp: m.HasStamp})
+				stampW: m.StampW, stampL: m.StampL, hasStamp: m.HasStamp, permit: m.Permit, keys: m.Keys})
 			ch.onAcq(ch.id)
 		case "rread":
-			v, ok := ch.res.read(ch.id, m.Token)
+			r := ch.resource(m.Res)
+			if r == nil {
+				ch.answer(message{T: "res", ID: m.ID})
+				continue
+			}
+			v, ok := r.read(ch.id, m.Token)
 			ch.answer(message{T: "res", ID: m.ID, OK: ok, Value: v})
 			if ok {
 				ch.onRead(ch.id)
 			}
 		case "rwrite":
-			ok := ch.res.write(ch.id, m.Token, m.Value, m.Tag)
+			r := ch.resource(m.Res)
+			if r == nil {
+				ch.answer(message{T: "res", ID: m.ID})
+				continue
+			}
+			ok := r.write(ch.id, m.Token, m.Value, m.Tag)
+			ch.answer(message{T: "res", ID: m.ID, OK: ok})
+		case "tread":
+			vs, ok := ch.bank.read(ch.id, m.Token, m.Keys)
+			ch.answer(message{T: "res", ID: m.ID, OK: ok, Values: vs})
+			if ok {
+				ch.onRead(ch.id)
+			}
+		case "twrite":
+			ok := ch.bank.write(ch.id, m.Token, m.Keys, m.Values, m.Tag)
 			ch.answer(message{T: "res", ID: m.ID, OK: ok})
 		case "rbegin":
 			in := regInput{kind: opRead, token: m.Token}
@@ -164,6 +186,20 @@ func (ch *child) serve() {
 			ch.problem("child %d: unknown message %q", ch.id, m.T)
 		}
 	}
+}
+
+// resource returns the resource a child's rread or rwrite names: the
+// mutex workload's for "", else a permit's register. An unknown name is a
+// protocol problem.
+func (ch *child) resource(name string) *resource {
+	if name == "" {
+		return ch.res
+	}
+	if r := ch.pool.byName(name); r != nil {
+		return r
+	}
+	ch.problem("child %d: no resource %q", ch.id, name)
+	return nil
 }
 
 func (ch *child) answer(m message) {

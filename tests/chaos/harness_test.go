@@ -26,6 +26,37 @@ type harness struct {
 	clients  []*clientv3.Client
 	children []*child
 	stopped  bool // stopHolders has run
+
+	// The permits and transfer workloads' resources and acquisitions.
+	pool               *pool
+	bank               *bank
+	permAcqs, xferAcqs *acquisitions
+}
+
+// holderSpec says what one holder of a run does and where it runs.
+type holderSpec struct {
+	workload string // wlMutex, wlPermits or wlTransfer
+	child    bool
+}
+
+// holderSpecs lists a run's holders in ID order: the mutex workload's first
+// (in this process, then children, as before the other workloads existed,
+// so that a seed gives the mutex holders the same IDs and draws), then the
+// permits workload's, then the transfer workload's.
+func holderSpecs(cfg runConfig) []holderSpec {
+	var out []holderSpec
+	for _, g := range []struct {
+		wl string
+		g  group
+	}{{wlMutex, group{cfg.inProc, cfg.children}}, {wlPermits, cfg.permits}, {wlTransfer, cfg.transfer}} {
+		for range g.g.inProc {
+			out = append(out, holderSpec{workload: g.wl})
+		}
+		for range g.g.children {
+			out = append(out, holderSpec{workload: g.wl, child: true})
+		}
+	}
+	return out
 }
 
 // setup starts the cluster, routes, holders and children.
@@ -49,24 +80,62 @@ func (h *harness) setup(t *testing.T, cfg runConfig) (clock, *resource, *history
 	if h.sockDir, err = os.MkdirTemp("", "ashchaos"); err != nil {
 		return clk, nil, nil, nil, nil, 0, err
 	}
-	n := cfg.inProc + cfg.children
-	for i := range n {
+	specs := holderSpecs(cfg)
+	for i := range specs {
 		r, err := newRoute(h.sockDir, fmt.Sprintf("h%d", i), h.cl.Endpoints())
 		if err != nil {
 			return clk, nil, nil, nil, nil, 0, err
 		}
 		h.routes = append(h.routes, r)
 	}
-	resrc := newResource(clk, cfg.fencing)
+	resrc := newResource(clk, resourceName, cfg.fencing)
 	regHist, acqs := &history{}, &acquisitions{}
+	h.pool, h.permAcqs = newPool(clk, poolPermits, cfg.fencing), &acquisitions{}
+	h.bank, h.xferAcqs = newBank(clk, cfg.accounts, cfg.fencing), &acquisitions{}
 	children := make(map[int]*child)
 	prefix := lockPrefix(cfg)
 	if h.inspect, err = etcd.New(h.admin, etcd.WithPrefix(prefix)); err != nil {
 		return clk, nil, nil, nil, nil, 0, err
 	}
 	inj := newInjector(h.cl, h.admin, h.inspect, prefix, h.routes, children, t.Logf)
+	// Revocations take children's claims, of every workload that has
+	// children.
+	if cfg.children > 0 {
+		inj.revokeKeys = append(inj.revokeKeys, revokeTarget{"lease-revoke", []string{lockKey}})
+	}
+	if cfg.permits.children > 0 {
+		inj.revokeKeys = append(inj.revokeKeys, revokeTarget{"lease-revoke (permits)", []string{poolKey}})
+	}
+	if cfg.transfer.children > 0 {
+		inj.revokeKeys = append(inj.revokeKeys, revokeTarget{"lease-revoke (LockAll)", h.bank.keys})
+	}
 
-	for i := range cfg.inProc {
+	for i, sp := range specs {
+		fair := i%2 == 0
+		wacqs, key := acqs, lockKey
+		var wl workload = mutexWorkload{}
+		switch sp.workload {
+		case wlPermits:
+			wacqs, key, wl = h.permAcqs, poolKey, permitsWorkload{pool: h.pool}
+		case wlTransfer:
+			// The locker's own key is not used: each hold is a LockAll.
+			wacqs, key, wl = h.xferAcqs, accountPrefix, transferWorkload{bank: h.bank}
+		}
+		if sp.child {
+			ch := &child{id: i, workload: sp.workload, route: h.routes[i], res: resrc, pool: h.pool, bank: h.bank, regHist: regHist, acqs: wacqs, clk: clk,
+				onAcq: inj.acquired, onRead: inj.childServed}
+			err := startChild(ch, workerConfig{
+				ID: i, Endpoints: h.routes[i].endpoints(), Prefix: prefix, Key: key, RegKey: regKey,
+				TTL: cfg.prof.ttl, Fair: fair, Seed: cfg.seed, MinHold: cfg.hold.min, MaxHold: cfg.hold.max,
+				Workload: sp.workload, Permits: poolPermits, Accounts: h.bank.keys,
+			})
+			if err != nil {
+				return clk, nil, nil, nil, nil, 0, err
+			}
+			h.children = append(h.children, ch)
+			children[i] = ch
+			continue
+		}
 		cli, err := newEtcdClient(h.routes[i].endpoints())
 		if err != nil {
 			return clk, nil, nil, nil, nil, 0, err
@@ -75,26 +144,20 @@ func (h *harness) setup(t *testing.T, cfg runConfig) (clock, *resource, *history
 		var lk locker
 		if cfg.session {
 			lk = newSessionLocker(cli, prefix+"session/", cfg.prof.ttl)
-		} else if lk, err = newLibLocker(ctx, cli, prefix, lockKey, fmt.Sprintf("holder-%d", i), cfg.prof.ttl, i%2 == 0); err != nil {
-			return clk, nil, nil, nil, nil, 0, err
+		} else {
+			ll, err := newLibLocker(ctx, cli, prefix, key, fmt.Sprintf("holder-%d", i), cfg.prof.ttl, fair)
+			if err != nil {
+				return clk, nil, nil, nil, nil, 0, err
+			}
+			if sp.workload == wlPermits {
+				ll.withPermits(poolPermits)
+			}
+			lk = ll
 		}
 		h.holders = append(h.holders, &holder{
-			id: i, lk: lk, cli: cli, regKey: regKey, regHist: regHist, res: resrc, acqs: acqs, clk: clk,
+			id: i, lk: lk, cli: cli, regKey: regKey, regHist: regHist, res: resrc, acqs: wacqs, clk: clk, wl: wl, wlName: sp.workload,
 			rng: rand.New(rand.NewPCG(cfg.seed, uint64(i))), hold: cfg.hold, onAcquire: inj.acquired,
 		})
-	}
-	for i := cfg.inProc; i < n; i++ {
-		ch := &child{id: i, route: h.routes[i], res: resrc, regHist: regHist, acqs: acqs, clk: clk,
-			onAcq: inj.acquired, onRead: inj.childServed}
-		err := startChild(ch, workerConfig{
-			ID: i, Endpoints: h.routes[i].endpoints(), Prefix: prefix, Key: lockKey, RegKey: regKey,
-			TTL: cfg.prof.ttl, Fair: i%2 == 0, Seed: cfg.seed, MinHold: cfg.hold.min, MaxHold: cfg.hold.max,
-		})
-		if err != nil {
-			return clk, nil, nil, nil, nil, 0, err
-		}
-		h.children = append(h.children, ch)
-		children[i] = ch
 	}
 	return clk, resrc, regHist, acqs, inj, from, nil
 }

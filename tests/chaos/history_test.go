@@ -135,6 +135,14 @@ type acquisition struct {
 	// doneButValid counts checks that found FencingToken succeeding after
 	// Done had been seen closed: a broken guard.
 	doneButValid int
+	// permit is the guard's permit (counted locks; 0 otherwise), keys the
+	// keys it holds (LockAll; nil otherwise).
+	permit int
+	keys   []string
+	// called is when Acquire was called, for holders in this process; 0
+	// if unknown (children). A guard that returned before another's
+	// Acquire was even called was surely issued first.
+	called int64
 }
 
 // acquisitions collects acquisitions. Safe for concurrent use.

@@ -46,6 +46,8 @@ type holder struct {
 	clk     clock
 	rng     *rand.Rand // owned by the holder's goroutine
 	hold    span       // how long to keep the lock each time
+	wl      workload   // which lock it takes and what it does under it
+	wlName  string     // the workload's name (wlMutex, ...)
 	// onAcquire is told of every acquisition, for faults that target the
 	// current holder.
 	onAcquire func(holder int)
@@ -60,7 +62,8 @@ type holder struct {
 func (h *holder) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		actx, cancel := context.WithTimeout(ctx, acquireTimeout)
-		hd, err := h.lk.acquire(actx)
+		called := h.clk.now()
+		hd, err := h.wl.acquire(actx, h.lk, h.rng)
 		cancel()
 		if err != nil {
 			h.failedAcquires.Add(1)
@@ -68,7 +71,8 @@ func (h *holder) run(ctx context.Context) {
 			continue
 		}
 		w, l, ok := hd.stamp()
-		a := &acquisition{holder: h.id, token: hd.token(), returned: h.clk.now(), probed: true, stampW: w, stampL: l, hasStamp: ok}
+		a := &acquisition{holder: h.id, token: hd.token(), returned: h.clk.now(), probed: true, stampW: w, stampL: l, hasStamp: ok,
+			permit: hd.permit(), keys: hd.keys(), called: called}
 		h.acqs.add(a)
 		h.onAcquire(h.id)
 
@@ -134,8 +138,7 @@ func (h *holder) probe(hd held, a *acquisition, stop <-chan struct{}, stopped ch
 }
 
 // critical holds the lock for a random time in hold (at least one step),
-// doing steps, each a read-modify-write on the register and one on the
-// resource. It checks the lock before each step as a careful holder would -
+// doing the workload's steps. It checks the lock before each step as a careful holder would -
 // but not between a read and its write, where a pause is what fencing is
 // for.
 func (h *holder) critical(ctx context.Context, hd held, a *acquisition) {
@@ -146,8 +149,7 @@ func (h *holder) critical(ctx context.Context, hd held, a *acquisition) {
 			return
 		}
 		h.believe(a, at)
-		h.registerStep(ctx, hd)
-		h.resourceStep(ctx, hd.token())
+		h.wl.step(ctx, h, hd)
 		h.steps.Add(1)
 	}
 }
@@ -176,13 +178,14 @@ func (h *holder) registerStep(ctx context.Context, hd held) {
 	h.regHist.add(op{holder: h.id, in: in, out: regOutput{status: st}, call: call, ret: h.clk.now()})
 }
 
-func (h *holder) resourceStep(ctx context.Context, tok uint64) {
-	v, ok := h.res.read(h.id, tok)
+// resourceStep is a read-modify-write on r, fenced by tok.
+func (h *holder) resourceStep(ctx context.Context, r *resource, tok uint64) {
+	v, ok := r.read(h.id, tok)
 	if !ok {
 		return
 	}
 	h.work(ctx)
-	h.res.write(h.id, tok, v+1, h.nextTag())
+	r.write(h.id, tok, v+1, h.nextTag())
 }
 
 // work stands for the holder's processing between a read and its write.

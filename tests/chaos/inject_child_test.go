@@ -23,10 +23,11 @@ func (inj *injector) childIDs() []int {
 	return ids
 }
 
-// revoke revokes the lease of a child's claim on the lock, as an operator
+// revoke revokes the lease of a child's claim on a lock, as an operator
 // might: the holder's if a child holds the lock and the fault aims at it,
 // else a queued child's (whose Acquire must then fail, not go on to hold
-// the key). Only children are targets: a revocation takes the key away at
+// the key). The lock is one of inj.revokeKeys: with children of several
+// workloads, the schedule's pick chooses whose. Only children are targets: a revocation takes the key away at
 // once, and the holder can only learn of it afterwards (guarantee 4), so
 // the strict mutex model - checked on the holders in this process - does
 // not apply to it.
@@ -39,23 +40,52 @@ func (inj *injector) revoke(ctx context.Context, f fault) {
 		if attempt > 0 && !waitUntil(ctx, time.Now().Add(revokeRetry)) {
 			break
 		}
-		if outcome = inj.revokeOnce(ctx, f); outcome == "lease-revoke" {
+		if outcome = inj.revokeOnce(ctx, f); revoked(outcome) {
 			break
 		}
 	}
 	inj.count(outcome)
 }
 
+// revoked reports whether a revocation's outcome is a lease revoked.
+func revoked(outcome string) bool {
+	return strings.HasPrefix(outcome, "lease-revoke") && !strings.Contains(outcome, "failed") && !strings.Contains(outcome, "skipped")
+}
+
+// revokeKey chooses the key a revocation looks at, and the name to count
+// it under. Other bits of the pick than the ones that choose among the
+// key's claims are used, so that with one workload the choice of claim is
+// what it always was.
+func (inj *injector) revokeKey(f fault) (key, kind string) {
+	if len(inj.revokeKeys) == 0 {
+		return lockKey, "lease-revoke"
+	}
+	w := inj.revokeKeys[(f.pick>>32)%uint64(len(inj.revokeKeys))]
+	return w.keys[(f.pick>>48)%uint64(len(w.keys))], w.kind
+}
+
 // revokeOnce makes one attempt and returns the outcome to count.
 func (inj *injector) revokeOnce(ctx context.Context, f fault) string {
 	rctx, cancel := context.WithTimeout(ctx, revokeTimeout)
 	defer cancel()
-	info, err := inj.inspect.Inspect(rctx, lockKey)
+	key, kind := inj.revokeKey(f)
+	info, err := inj.inspect.Inspect(rctx, key)
 	if err != nil {
 		inj.logf("fault %v: inspect: %v", f, err)
 		return "lease-revoke failed (cluster busy)"
 	}
-	holding := info.Held && strings.HasPrefix(info.Owner, childOwner)
+	// Children holding the key: every holder of a counted lock, the one
+	// holder of the others.
+	var held []uint64
+	for _, h := range info.Holders {
+		if strings.HasPrefix(h.Owner, childOwner) {
+			held = append(held, h.Token)
+		}
+	}
+	if len(info.Holders) == 0 && info.Held && strings.HasPrefix(info.Owner, childOwner) {
+		held = append(held, info.Token)
+	}
+	holding := len(held) > 0
 	var queued []uint64
 	for _, w := range info.Waiters {
 		if strings.HasPrefix(w.Owner, childOwner) {
@@ -65,7 +95,7 @@ func (inj *injector) revokeOnce(ctx context.Context, f fault) string {
 	var token uint64
 	switch {
 	case holding && (f.current || len(queued) == 0):
-		token = info.Token
+		token = held[f.pick%uint64(len(held))]
 	case len(queued) > 0:
 		token = queued[f.pick%uint64(len(queued))]
 	default:
@@ -94,11 +124,11 @@ func (inj *injector) revokeOnce(ctx context.Context, f fault) string {
 		return "lease-revoke failed (cluster busy)"
 	}
 	what := "a queued"
-	if info.Held && info.Token == token {
-		what = "the holding"
+	if slices.Contains(held, token) {
+		what = "a holding"
 	}
-	inj.logf("fault %v: revoked lease %x of %s claim, token %d", f, lease, what, token)
-	return "lease-revoke"
+	inj.logf("fault %v: revoked lease %x of %s claim on %s, token %d", f, lease, what, key, token)
+	return kind
 }
 
 func (inj *injector) freeze(ctx context.Context, f fault) func() error {

@@ -37,6 +37,10 @@ type injector struct {
 	children map[int]*child // by holder ID
 	logf     func(format string, args ...any)
 
+	// revokeKeys are the keys whose child claims a revocation may take,
+	// by workload; empty means lockKey alone.
+	revokeKeys []revokeTarget
+
 	current atomic.Int64 // ID of the holder that acquired last
 	served  chan int     // IDs of children just answered a read; see childServed
 	acqs    chan int     // IDs of holders that just acquired; see acquired
@@ -51,6 +55,13 @@ func newInjector(cl *etcdtest.Cluster, admin *clientv3.Client, inspect *etcd.Bac
 		served: make(chan int, 64), acqs: make(chan int, 64), counts: make(map[string]int)}
 	inj.current.Store(-1)
 	return inj
+}
+
+// revokeTarget is one workload's keys, and the name its revocations are
+// counted under.
+type revokeTarget struct {
+	kind string
+	keys []string
 }
 
 // acquired is the holders' onAcquire hook. It never blocks.

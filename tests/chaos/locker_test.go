@@ -48,6 +48,10 @@ type held interface {
 	// owns is the comparison that guards the holder's Txns on the register.
 	owns() clientv3.Cmp
 	release(ctx context.Context) error
+	// permit is the guard's permit of a counted lock (0 otherwise); keys
+	// are the keys it holds.
+	permit() int
+	keys() []string
 }
 
 // libLocker takes the lock with ashlock on the etcd backend.
@@ -55,6 +59,8 @@ type libLocker struct {
 	client *ashlock.LockClient
 	be     *etcd.Backend
 	lock   *ashlock.LockBuilder
+	owner  string
+	fair   bool
 }
 
 func newLibLocker(ctx context.Context, cli *clientv3.Client, prefix, key, owner string, ttl time.Duration, fair bool) (*libLocker, error) {
@@ -70,11 +76,26 @@ func newLibLocker(ctx context.Context, cli *clientv3.Client, prefix, key, owner 
 	if err != nil {
 		return nil, errors.Join(err, be.Close())
 	}
-	return &libLocker{client: c, be: be, lock: c.Lock(key).WithOwner(owner).WithFairness(fair)}, nil
+	return &libLocker{client: c, be: be, lock: c.Lock(key).WithOwner(owner).WithFairness(fair), owner: owner, fair: fair}, nil
+}
+
+// withPermits makes l take its key as a counted lock of n permits.
+func (l *libLocker) withPermits(n int) *libLocker {
+	l.lock = l.lock.WithPermits(n)
+	return l
 }
 
 func (l *libLocker) acquire(ctx context.Context) (held, error) {
-	g, err := l.lock.Acquire(ctx)
+	return l.acquireWith(ctx, l.lock)
+}
+
+// acquireAll takes every one of keys at once with LockAll.
+func (l *libLocker) acquireAll(ctx context.Context, keys []string) (held, error) {
+	return l.acquireWith(ctx, l.client.LockAll(keys...).WithOwner(l.owner).WithFairness(l.fair))
+}
+
+func (l *libLocker) acquireWith(ctx context.Context, b *ashlock.LockBuilder) (held, error) {
+	g, err := b.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -110,6 +131,8 @@ func (h *libHeld) valid() bool {
 	return err == nil
 }
 
+func (h *libHeld) permit() int                       { return h.g.Permit() }
+func (h *libHeld) keys() []string                    { return h.g.Keys() }
 func (h *libHeld) done() <-chan struct{}             { return h.g.Done() }
 func (h *libHeld) owns() clientv3.Cmp                { return h.cmp }
 func (h *libHeld) release(ctx context.Context) error { return h.g.Unlock(ctx) }
@@ -206,6 +229,8 @@ func (h *sessionHeld) valid() bool {
 	}
 }
 
+func (h *sessionHeld) permit() int                       { return 0 }
+func (h *sessionHeld) keys() []string                    { return nil }
 func (h *sessionHeld) done() <-chan struct{}             { return h.s.Done() }
 func (h *sessionHeld) owns() clientv3.Cmp                { return h.cmp }
 func (h *sessionHeld) release(ctx context.Context) error { return h.m.Unlock(ctx) }

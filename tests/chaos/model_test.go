@@ -30,8 +30,14 @@ type regState struct {
 // before any later holder acted, so there a refusal is always allowed and
 // has no effect.
 func fencedRegister(strictStale bool) porcupine.Model {
+	return fencedRegisterFrom(0, strictStale)
+}
+
+// fencedRegisterFrom is fencedRegister starting at value initial (an
+// account's opening balance).
+func fencedRegisterFrom(initial int64, strictStale bool) porcupine.Model {
 	return porcupine.Model{
-		Init: func() any { return regState{} },
+		Init: func() any { return regState{value: initial} },
 		Step: func(state, input, output any) (bool, any) {
 			s, in, out := state.(regState), input.(regInput), output.(regOutput)
 			switch out.status {

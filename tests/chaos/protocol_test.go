@@ -24,9 +24,14 @@ const workerEnv = "ASHLOCK_CHAOS_WORKER"
 //
 //	child → parent
 //	  ready   connected, about to start
-//	  acq     acquired: tok, stamp
-//	  rread   read the resource with tok (answer: res)
+//	  acq     acquired: tok, stamp, permit p, keys
+//	  rread   read the resource with tok (answer: res); res names a
+//	          permit's register, or is empty for the mutex workload's
 //	  rwrite  write v with tag to the resource with tok (answer: res)
+//	  tread   read the balances of the accounts keys with tok (answer:
+//	          res with vs)
+//	  twrite  write balances vs to the accounts keys with tok and tag
+//	          (answer: res)
 //	  rbegin  about to run a register Txn (k, tok, v, tag; answer: go)
 //	  rend    the register Txn's outcome: s, v
 //	  bye     stopped; v is the number of steps done
@@ -48,6 +53,11 @@ type workerConfig struct {
 	MinHold   time.Duration `json:"minHold"`
 	MaxHold   time.Duration `json:"maxHold"`
 	Seed      uint64        `json:"seed"`
+	// Workload is wlMutex, wlPermits (Key is then a counted lock of
+	// Permits) or wlTransfer (each hold a LockAll on some of Accounts).
+	Workload string   `json:"workload,omitempty"`
+	Permits  int      `json:"permits,omitempty"`
+	Accounts []string `json:"accounts,omitempty"`
 }
 
 type message struct {
@@ -63,6 +73,10 @@ type message struct {
 	StampL   uint32        `json:"sl,omitempty"`
 	HasStamp bool          `json:"hs,omitempty"`
 	Config   *workerConfig `json:"cfg,omitempty"`
+	Res      string        `json:"res,omitempty"`
+	Permit   int           `json:"p,omitempty"`
+	Keys     []string      `json:"keys,omitempty"`
+	Values   []int64       `json:"vs,omitempty"`
 }
 
 // conn is one end of the pipe pair. send is safe for concurrent use;

@@ -6,7 +6,8 @@ import (
 	"github.com/ash-lock/ashlock/fencing"
 )
 
-// resourceName is the name the resource server admits tokens under.
+// resourceName is the name the mutex workload's resource admits tokens
+// under.
 const resourceName = "chaos-counter"
 
 // resource is the external resource of workload (b): a counter kept in this
@@ -24,6 +25,7 @@ const resourceName = "chaos-counter"
 // Safe for concurrent use.
 type resource struct {
 	clk     clock
+	name    string // what the fence admits tokens under
 	fencing bool
 	hist    *history
 
@@ -33,12 +35,12 @@ type resource struct {
 	applied []applied
 }
 
-func newResource(clk clock, fenced bool) *resource {
-	return &resource{clk: clk, fencing: fenced, hist: &history{}}
+func newResource(clk clock, name string, fenced bool) *resource {
+	return &resource{clk: clk, name: name, fencing: fenced, hist: &history{}}
 }
 
 func (r *resource) admit(token uint64) bool {
-	return !r.fencing || r.fence.Admit(resourceName, token) == nil
+	return !r.fencing || r.fence.Admit(r.name, token) == nil
 }
 
 // read returns the counter if token is admitted.

@@ -26,7 +26,19 @@ type runConfig struct {
 	fencing  bool          // the resource fences reads and writes
 	hold     span          // how long a holder keeps the lock each time
 	prof     profile
+	// The holders above run the mutex workload; these run the permits
+	// and transfer workloads (see permits_test.go, transfer_test.go)
+	// under the same faults.
+	permits  group
+	transfer group
+	accounts int // the transfer workload's accounts
 }
+
+// group is how many holders run a workload, in this process and in child
+// processes.
+type group struct{ inProc, children int }
+
+func (g group) size() int { return g.inProc + g.children }
 
 // runResult is everything a run observed.
 type runResult struct {
@@ -51,34 +63,59 @@ type runResult struct {
 	problems                 []string // token, stamp, record and liveness problems
 	infraErrs                []error  // the harness itself failed
 	clusterFaults, clientFlt []fault
+	perm                     *permitsResult  // nil without permits holders
+	xfer                     *transferResult // nil without transfer holders
 }
+
+// mutexRun reports whether the run has holders of the mutex workload.
+func (r *runResult) mutexRun() bool { return r.cfg.inProc+r.cfg.children > 0 }
 
 // violations counts everything that breaks a guarantee (for the controls,
 // what they are meant to provoke).
 func (r *runResult) violations() int {
 	n := r.regLost + r.resLost + len(r.overlaps) + r.doneButValid + len(r.leftoverClaims) + len(r.problems)
-	if r.regCheck != porcupine.Ok {
+	if r.mutexRun() && r.regCheck != porcupine.Ok {
 		n++
 	}
-	if r.resCheck != porcupine.Ok {
+	if r.mutexRun() && r.resCheck != porcupine.Ok {
 		n++
+	}
+	if r.perm != nil {
+		n += r.perm.violations()
+	}
+	if r.xfer != nil {
+		n += r.xfer.violations()
 	}
 	return n
 }
 
 func (r *runResult) String() string {
+	s := fmt.Sprintf("%s seed=%d: %v of faults %v; claims left: %d; other problems: %d",
+		r.cfg.name, r.cfg.seed, r.cfg.faultFor, r.faults, len(r.leftoverClaims), len(r.problems))
+	if r.mutexRun() {
+		s = r.mutexString()
+	}
+	if r.perm != nil {
+		s += "; " + r.perm.String()
+	}
+	if r.xfer != nil {
+		s += "; " + r.xfer.String()
+	}
+	return s + fmt.Sprintf("; violations in all: %d; took %v", r.violations(), r.elapsed.Round(time.Second))
+}
+
+func (r *runResult) mutexString() string {
 	return fmt.Sprintf("%s seed=%d: %v of faults %v; %d holders (%d in-process, %d child processes); "+
 		"%d acquisitions (%d after the faults), %d failed acquires, %d steps; "+
 		"register: %d ops, %s, %d lost updates (%d acknowledged); "+
 		"resource (fencing %v): %d ops, %s, %d lost updates (%d acknowledged); "+
 		"strict mutex overlaps: %d (in-process holds ended by loss of the lock: %d, closest call %v); "+
-		"Done-but-valid: %d; claims left: %d; other problems: %d; violations in all: %d; took %v",
+		"Done-but-valid: %d; claims left: %d; other problems: %d",
 		r.cfg.name, r.cfg.seed, r.cfg.faultFor, r.faults, r.cfg.inProc+r.cfg.children, r.cfg.inProc, r.cfg.children,
 		r.acquisitions, r.afterFaults, r.failedAcquires, r.steps,
 		r.regOps, r.regCheck, r.regLost, r.regLostAcked,
 		r.cfg.fencing, r.resOps, r.resCheck, r.resLost, r.resLostAcked,
-		len(r.overlaps), r.lostHolds, r.closest, r.doneButValid, len(r.leftoverClaims), len(r.problems), r.violations(),
-		r.elapsed.Round(time.Second))
+		len(r.overlaps), r.lostHolds, r.closest, r.doneButValid, len(r.leftoverClaims), len(r.problems))
 }
 
 // run carries out one chaos run and checks its histories. It fails t only

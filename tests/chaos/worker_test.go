@@ -67,6 +67,9 @@ func runWorker(c *conn, cfg workerConfig) error {
 	if err != nil {
 		return errors.Join(err, cli.Close())
 	}
+	if cfg.Workload == wlPermits {
+		lk.withPermits(cfg.Permits)
+	}
 	w := &worker{
 		cfg: cfg, io: c, cli: cli, lk: lk,
 		rng:     rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.ID))),
@@ -137,14 +140,20 @@ func (w *worker) call(m message) (message, error) {
 func (w *worker) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		actx, cancel := context.WithTimeout(ctx, acquireTimeout)
-		hd, err := w.lk.acquire(actx)
+		var hd held
+		var err error
+		if w.cfg.Workload == wlTransfer {
+			hd, err = w.lk.acquireAll(actx, pickAccounts(w.rng, w.cfg.Accounts))
+		} else {
+			hd, err = w.lk.acquire(actx)
+		}
 		cancel()
 		if err != nil {
 			w.pause(ctx, time.Duration(w.rng.Int64N(int64(retryPause))))
 			continue
 		}
 		sw, sl, hs := hd.stamp()
-		_ = w.io.send(message{T: "acq", Token: hd.token(), StampW: sw, StampL: sl, HasStamp: hs})
+		_ = w.io.send(message{T: "acq", Token: hd.token(), StampW: sw, StampL: sl, HasStamp: hs, Permit: hd.permit(), Keys: hd.keys()})
 		w.critical(ctx, hd)
 		rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 		_ = hd.release(rctx)
@@ -159,11 +168,26 @@ func (w *worker) critical(ctx context.Context, hd held) {
 		if ctx.Err() != nil || !hd.valid() {
 			return
 		}
-		if w.registerStep(ctx, hd) != nil || w.resourceStep(ctx, hd.token()) != nil {
+		if w.step(ctx, hd) != nil {
 			return
 		}
 		w.steps++
 	}
+}
+
+// step is one step of the child's workload, as the workloads' step
+// methods do it in this process.
+func (w *worker) step(ctx context.Context, hd held) error {
+	switch w.cfg.Workload {
+	case wlPermits:
+		return w.resourceStep(ctx, permitResource(hd.permit()), hd.token())
+	case wlTransfer:
+		return w.transferStep(ctx, hd)
+	}
+	if err := w.registerStep(ctx, hd); err != nil {
+		return err
+	}
+	return w.resourceStep(ctx, "", hd.token())
 }
 
 func (w *worker) nextTag() string {
@@ -198,13 +222,27 @@ func (w *worker) registerStep(ctx context.Context, hd held) error {
 	return w.io.send(message{T: "rend", ID: g.ID, Status: statusName(st)})
 }
 
-func (w *worker) resourceStep(ctx context.Context, tok uint64) error {
-	r, err := w.call(message{T: "rread", Token: tok})
+// resourceStep is a read-modify-write on the parent's resource res ("" for
+// the mutex workload's).
+func (w *worker) resourceStep(ctx context.Context, res string, tok uint64) error {
+	r, err := w.call(message{T: "rread", Res: res, Token: tok})
 	if err != nil || !r.OK {
 		return err
 	}
 	w.work(ctx)
-	_, err = w.call(message{T: "rwrite", Token: tok, Value: r.Value + 1, Tag: w.nextTag()})
+	_, err = w.call(message{T: "rwrite", Res: res, Token: tok, Value: r.Value + 1, Tag: w.nextTag()})
+	return err
+}
+
+// transferStep mirrors transferWorkload.step over the pipe.
+func (w *worker) transferStep(ctx context.Context, hd held) error {
+	keys, tok := hd.keys(), hd.token()
+	r, err := w.call(message{T: "tread", Token: tok, Keys: keys})
+	if err != nil || !r.OK {
+		return err
+	}
+	w.work(ctx)
+	_, err = w.call(message{T: "twrite", Token: tok, Keys: keys, Values: moveMoney(w.rng, r.Values), Tag: w.nextTag()})
 	return err
 }
 
