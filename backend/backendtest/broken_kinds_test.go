@@ -31,6 +31,14 @@ func init() {
 			func() backend.Backend { return adoptsPermits{memory.New()} },
 			[]string{"PermitMismatchLeavesNothing"},
 		},
+		"shared-as-exclusive": {
+			func() backend.Backend { return sharedAsExclusive{memory.New()} },
+			[]string{"SharedClaimsHoldTogether", "WriterReleaseAdmitsReaderRun"},
+		},
+		"multikey-one-at-a-time": {
+			func() backend.Backend { return &oneKeyAtATime{Backend: memory.New()} },
+			[]string{"MultiKeyHoldsEveryKey", "MultiKeyWaitsForEveryKey"},
+		},
 		"aliased-value": {
 			func() backend.Backend { return &aliasedValue{Backend: memory.New()} },
 			[]string{"ValuesPublishedAndSet"},
@@ -226,4 +234,75 @@ func (s *setValueByKey) SetValue(ctx context.Context, c backend.Claim, v []byte)
 	holder := c
 	holder.ID, holder.Token = id, info.Token
 	return s.Backend.SetValue(ctx, holder, v)
+}
+
+// sharedAsExclusive takes shared requests as exclusive ones (and says they
+// are shared): readers exclude each other.
+type sharedAsExclusive struct{ backend.Backend }
+
+func (s sharedAsExclusive) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Claim, error) {
+	wasShared := r.Shared
+	r.Shared = false
+	c, err := s.Backend.Acquire(ctx, r)
+	c.Shared = wasShared
+	return c, err
+}
+
+// oneKeyAtATime takes a multi-key set one key after another, in the
+// (sorted) order given, each with a claim and token of its own: it holds
+// early keys while it waits for later ones, and its claim's token is the
+// last key's.
+type oneKeyAtATime struct {
+	backend.Backend
+	mu    sync.Mutex
+	parts map[string][]backend.Claim // claim ID -> the per-key claims
+}
+
+func (o *oneKeyAtATime) Acquire(ctx context.Context, r backend.AcquireRequest) (backend.Claim, error) {
+	if len(r.Keys) < 2 {
+		return o.Backend.Acquire(ctx, r)
+	}
+	var parts []backend.Claim
+	for _, k := range r.Keys {
+		one := r
+		one.Key, one.Keys = k, nil
+		if one.ID != "" {
+			one.ID += "/" + k
+		}
+		c, err := o.Backend.Acquire(ctx, one)
+		if err != nil {
+			for _, p := range parts {
+				_ = o.Backend.Release(context.WithoutCancel(ctx), p)
+			}
+			return backend.Claim{}, err
+		}
+		parts = append(parts, c)
+	}
+	c := parts[len(parts)-1]
+	c.Key, c.Keys, c.ID = r.Key, r.Keys, parts[0].ID
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.parts == nil {
+		o.parts = map[string][]backend.Claim{}
+	}
+	o.parts[c.ID] = parts
+	return c, nil
+}
+
+func (o *oneKeyAtATime) Release(ctx context.Context, c backend.Claim) error {
+	o.mu.Lock()
+	parts, ok := o.parts[c.ID]
+	if ok && c.Keys != nil && parts[len(parts)-1].Token == c.Token {
+		delete(o.parts, c.ID)
+	}
+	o.mu.Unlock()
+	if !ok || c.Keys == nil {
+		return o.Backend.Release(ctx, c)
+	}
+	for _, p := range parts {
+		if err := o.Backend.Release(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
