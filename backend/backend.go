@@ -20,6 +20,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"iter"
 	"time"
 
 	"github.com/ash-lock/ashlock/internal/hlc"
@@ -304,4 +305,31 @@ type ClaimNamer interface {
 	Backend
 	// NamesClaims marks the backend; it is never called.
 	NamesClaims()
+}
+
+// Observer is an optional interface for a Backend that can report the
+// changes of a key's holders as they happen, without polling. Elections
+// (ashlock's Election.Observe) need it.
+type Observer interface {
+	Backend
+	// Observe yields the state of key (as Inspect reports it) first, then
+	// a new state after every change of its holders: a claim coming to
+	// hold or leaving, or a holder's value changing (SetValue). States
+	// come in the order the store applied the changes; a change of the
+	// waiters or of a stamp alone need not be reported, and a state equal
+	// to the last one yielded may be (callers compare). The LockInfo
+	// values belong to the caller only as far as reading goes: do not
+	// modify their slices.
+	//
+	// Interruptions (a failed watch, a reconnection, a store restart) are
+	// the Backend's to recover from, resuming where it was so that no
+	// change is skipped; only if the store no longer has the history
+	// needed (etcd compacted it) does it read the state again, and
+	// changes inside that gap may then be missed, never reordered.
+	//
+	// The sequence ends without an error when ctx ends. When the Backend
+	// is closed it yields an error wrapping ErrClosed once and ends; an
+	// error it cannot recover from (ErrUnavailable for good, a record it
+	// cannot read) is likewise yielded once, last.
+	Observe(ctx context.Context, key string) iter.Seq2[LockInfo, error]
 }

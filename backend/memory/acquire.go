@@ -171,6 +171,9 @@ func (b *Backend) admitLocked(req *backend.AcquireRequest, held *backend.Claim, 
 	} else {
 		b.enqueueLocked(c)
 	}
+	if b.obs != nil {
+		b.flushLocked()
+	}
 	if c.state == stateHolding {
 		if req.Stamp == nil {
 			c.returned = true
@@ -232,6 +235,9 @@ func (b *Backend) enqueueLocked(c *claim) {
 func (b *Backend) promoteLocked(c *claim) {
 	c.state = stateHolding
 	c.acquiredAt = b.clock.Now()
+	if b.obs != nil {
+		b.obs.markLocked(c) // flushed by admitLocked or removeLocked
+	}
 	if c.permits > 1 {
 		c.permit = c.first.key.takePermit()
 	}

@@ -52,6 +52,7 @@ type Backend struct {
 	stamps map[string]backend.Timestamp
 
 	renewErr   error         // FailRenewals
+	obs        *observers    // nil until the first Observe (observe.go)
 	renewDelay time.Duration // DelayRenewals
 }
 

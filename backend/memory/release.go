@@ -106,6 +106,10 @@ func (b *Backend) removeLocked(c *claim, why endReason) {
 	} else {
 		b.parkMultiLocked(c)
 	}
+	if b.obs != nil {
+		b.obs.markLocked(c)
+		b.flushLocked()
+	}
 	if c.reqDone {
 		b.recycleLocked(c)
 	}

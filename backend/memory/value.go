@@ -38,5 +38,9 @@ func (b *Backend) SetValue(ctx context.Context, c backend.Claim, v []byte) error
 			c.Key, c.Token, backend.ErrLeaseExpired)
 	}
 	x.extra().value = bytes.Clone(v)
+	if b.obs != nil {
+		b.obs.markLocked(x)
+		b.flushLocked()
+	}
 	return nil
 }

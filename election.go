@@ -1,0 +1,110 @@
+package ashlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrNoLeader: Election.Leader found nobody leading.
+var ErrNoLeader = errors.New("ashlock: no leader")
+
+// An Election is a named leadership, built on a lock: a candidate becomes
+// leader by holding the lock named after the election, and publishes a
+// value with its claim (an address, an identity) for everyone to read.
+// The guard's fencing token is the term: strictly greater than every
+// earlier term of the election, so a resource that checks it (package
+// fencing) refuses a deposed leader's late writes.
+//
+// Make one with LockClient.Election. Like a LockBuilder it is a value:
+// setters return a new Election and never fail, problems are reported by
+// the call that uses it, and one Election serves any number of calls at
+// once.
+type Election struct {
+	client *LockClient
+	name   string
+	lock   *LockBuilder // Lock(name) with the election's options, without a value
+}
+
+// Leader is who leads an election, as Leader and Observe report it. Token
+// is the leader's term (its guard's fencing token); a zero Leader (Token
+// 0) means nobody leads. Since is when the term began, by the store's or
+// the leader's clock. Name is always the election's name.
+type Leader struct {
+	Name  string
+	Value []byte
+	Owner string
+	Token uint64
+	Since time.Time
+}
+
+// Election returns the election called name: a lock on the key name whose
+// holder leads. It never fails; the name is checked like a key by the
+// calls that use it.
+func (c *LockClient) Election(name string) *Election {
+	return &Election{client: c, name: name, lock: c.Lock(name)}
+}
+
+// WithTTL sets the TTL of a leader's lease, as LockBuilder.WithTTL does:
+// how long leadership outlives a leader's process dying without resigning.
+func (e *Election) WithTTL(d time.Duration) *Election {
+	ne := *e
+	ne.lock = e.lock.WithTTL(d)
+	return &ne
+}
+
+// WithWatchdogInterval sets how often a leader's lease is renewed, as
+// LockBuilder.WithWatchdogInterval does.
+func (e *Election) WithWatchdogInterval(d time.Duration) *Election {
+	ne := *e
+	ne.lock = e.lock.WithWatchdogInterval(d)
+	return &ne
+}
+
+// WithOwner sets the owner label a leader is shown with (Leader.Owner), as
+// LockBuilder.WithOwner does.
+func (e *Election) WithOwner(label string) *Election {
+	ne := *e
+	ne.lock = e.lock.WithOwner(label)
+	return &ne
+}
+
+// Campaign blocks until the caller leads the election, then returns the
+// guard of its term: Lock(name).WithValue(value).Acquire(ctx), with the
+// election's options. Candidates lead in the order they campaigned. The
+// guard's FencingToken is the term; Done closes the moment the term is
+// lost, SetValue changes the published value, and Unlock resigns.
+//
+// Errors are Acquire's. A Campaign that fails, or whose ctx ends, leaves
+// nothing behind in the store.
+func (e *Election) Campaign(ctx context.Context, value []byte) (*Guard, error) {
+	return e.lock.WithValue(value).Acquire(ctx)
+}
+
+// Leader reports who leads the election now, with one read of the store.
+// It returns ErrNoLeader when nobody does, and otherwise Inspect's errors.
+func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	info, err := e.client.Inspect(ctx, e.name)
+	if err != nil {
+		return Leader{}, err
+	}
+	l := leaderOf(e.name, info)
+	if l.Token == 0 {
+		return Leader{}, fmt.Errorf("%w in election %q", ErrNoLeader, e.name)
+	}
+	return l, nil
+}
+
+// leaderOf maps a key's state to its leader: the oldest holder, or a zero
+// Leader (but for its name) when the key is free.
+func leaderOf(name string, info LockInfo) Leader {
+	if len(info.Holders) == 0 {
+		if !info.Held {
+			return Leader{Name: name}
+		}
+		return Leader{Name: name, Owner: info.Owner, Token: info.Token, Since: info.AcquiredAt}
+	}
+	h := info.Holders[0]
+	return Leader{Name: name, Value: h.Value, Owner: h.Owner, Token: h.Token, Since: h.AcquiredAt}
+}
