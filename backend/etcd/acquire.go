@@ -120,6 +120,7 @@ type acquisition struct {
 	token      int64 // create revision of the claim, once known
 	acquiredAt time.Time
 	prevStamp  []byte // stamp record read when the claim became holder; nil if none
+	stampRev   int64  // its mod revision; 0 if none
 }
 
 func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
@@ -377,7 +378,7 @@ func (a *acquisition) keepStamp(resp *clientv3.TxnResponse) {
 		return
 	}
 	if kvs := rangeKvs(resp, len(resp.Responses)-1); len(kvs) > 0 {
-		a.prevStamp = kvs[0].Value
+		a.prevStamp, a.stampRev = kvs[0].Value, kvs[0].ModRevision
 	}
 }
 

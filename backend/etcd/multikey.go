@@ -26,11 +26,14 @@ import (
 //	try:      If(queue free per key [shared: and own name absent per key]) Then(Put per key)
 //	          Else(Get the blocking claim per key)
 //	release:  Then(Delete per key), or Then(Txn If(identity) Then(Delete) per key)
-//	stamps:   Then(Get stamp per key); then If(identity per key) Then(Put stamp, Put record per key)
+//	stamps:   Then(Get stamp per key); then If(identity, stamp unchanged per key)
+//	          Then(Put stamp, Put record per key) Else(Get stamp, Get claim per key)
 //	SetValue: If(identity per key) Then(Put record per key)
 //
-// so that uncontended a multi-key claim takes one round trip to make (two
-// with stamps) and one to release, whatever the number of keys.
+// so that uncontended a multi-key claim takes one round trip to make
+// (three with stamps: the stamp records are read and written in Txns of
+// their own, since with the enqueue's reads and puts they would not fit)
+// and one to release, whatever the number of keys.
 
 // multiOps builds the per-key parts of the Txns that make a multi-key
 // claim: the compares that say every queue is free for it, the compares
@@ -193,19 +196,22 @@ func (a *acquisition) whenAllFree(ctx context.Context) error {
 
 // stampAll stamps a multi-key acquisition: one Txn reads every key's stamp
 // record, Stamp is called with the highest, and one Txn guarded by the
-// claim's identity at every key records the new stamp at every key.
+// claim's identity at every key records the new stamp at every key where
+// it is higher (see stamp: the records only ever rise).
 func (a *acquisition) stampAll(ctx context.Context) (backend.Timestamp, error) {
 	keys := a.e.keys
-	ops := make([]clientv3.Op, len(a.req.Keys))
+	stampKeys := make([]string, len(keys))
+	reads := make([]clientv3.Op, len(keys), 2*len(keys))
 	for i, k := range a.req.Keys {
-		ops[i] = clientv3.OpGet(a.b.layout.stamp(k))
+		stampKeys[i] = a.b.layout.stamp(k)
+		reads[i] = clientv3.OpGet(stampKeys[i])
 	}
-	resp, err := a.b.cli.Txn(ctx).Then(ops...).Commit()
+	resp, err := a.b.cli.Txn(ctx).Then(reads...).Commit()
 	if err != nil {
 		return backend.Timestamp{}, rpcError(ctx, "acquire (stamp)", err)
 	}
 	var prev backend.Timestamp
-	for i := range ops {
+	for i := range keys {
 		if kvs := rangeKvs(resp, i); len(kvs) > 0 {
 			p, err := decodeStamp(kvs[0].Value)
 			if err != nil {
@@ -220,19 +226,43 @@ func (a *acquisition) stampAll(ctx context.Context) (backend.Timestamp, error) {
 	if err != nil {
 		return backend.Timestamp{}, err
 	}
+	revs, raise := make([]int64, len(keys)), make([]bool, len(keys))
+	for i := range keys {
+		if revs[i], raise[i], err = higher(rangeKvs(resp, i), st); err != nil {
+			return backend.Timestamp{}, fmt.Errorf("etcd acquire %q: stamp record: %w", a.req.Keys[i], err)
+		}
+	}
 	rec := a.record(a.acquiredAt, st)
-	cmps := make([]clientv3.Cmp, len(keys))
-	writes := make([]clientv3.Op, 0, 2*len(keys))
-	for i, k := range keys {
-		cmps[i] = incarnation(k, a.token)
-		writes = append(writes, clientv3.OpPut(a.b.layout.stamp(a.req.Keys[i]), encodeStamp(st)), rewrite(k, rec))
+	for _, k := range keys {
+		reads = append(reads, clientv3.OpGet(k, clientv3.WithKeysOnly()))
 	}
-	wresp, err := a.b.cli.Txn(ctx).If(cmps...).Then(writes...).Commit()
-	if err != nil {
-		return backend.Timestamp{}, rpcError(ctx, "acquire (stamp)", err)
+	for {
+		cmps := make([]clientv3.Cmp, 0, 2*len(keys))
+		writes := make([]clientv3.Op, 0, 2*len(keys))
+		for i, k := range keys {
+			cmps = append(cmps, incarnation(k, a.token))
+			writes = append(writes, rewrite(k, rec))
+			if raise[i] {
+				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(stampKeys[i]), "=", revs[i]))
+				writes = append(writes, clientv3.OpPut(stampKeys[i], encodeStamp(st)))
+			}
+		}
+		resp, err := a.b.cli.Txn(ctx).If(cmps...).Then(writes...).Else(reads...).Commit()
+		if err != nil {
+			return backend.Timestamp{}, rpcError(ctx, "acquire (stamp)", err)
+		}
+		if resp.Succeeded {
+			return st, nil
+		}
+		for i := range keys {
+			if own := rangeKvs(resp, len(keys)+i); len(own) == 0 || own[0].CreateRevision != a.token {
+				return backend.Timestamp{}, a.lostError()
+			}
+		}
+		for i := range keys {
+			if revs[i], raise[i], err = higher(rangeKvs(resp, i), st); err != nil {
+				return backend.Timestamp{}, fmt.Errorf("etcd acquire %q: stamp record: %w", a.req.Keys[i], err)
+			}
+		}
 	}
-	if !wresp.Succeeded {
-		return backend.Timestamp{}, a.lostError()
-	}
-	return st, nil
 }

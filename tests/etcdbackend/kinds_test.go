@@ -563,3 +563,41 @@ func TestMultiKeyLoss(t *testing.T) {
 	release(t, b, c)
 	assert.Empty(t, keys(t, cli, prefix+"claims/"))
 }
+
+// The holders of a shared or counted key stamp concurrently; the stamp
+// record keeps the highest of their stamps, so the next holder sees it.
+func TestStampRecordOnlyRises(t *testing.T) {
+	prefix := uniquePrefix(t)
+	b, _ := newBackend(t, shared, prefix)
+	l := grant(t, b, 30*time.Second)
+	fixed := func(wall int64, seen *backend.Timestamp) func(backend.Timestamp) (backend.Timestamp, error) {
+		return func(prev backend.Timestamp) (backend.Timestamp, error) {
+			*seen = prev
+			return backend.Timestamp{WallTime: wall}, nil
+		}
+	}
+	for _, multi := range []bool{false, true} {
+		key := fmt.Sprint("k", multi)
+		mk := func(r backend.AcquireRequest) backend.AcquireRequest {
+			if multi {
+				r.Keys = []string{key, key + "z"}
+			}
+			return r
+		}
+		var seenA, seenB, seenW backend.Timestamp
+		ra := mk(sharedReq(key, l, "a"))
+		ra.Stamp = fixed(100, &seenA)
+		a := acquire(t, b, ra)
+		rb := mk(sharedReq(key, l, "b"))
+		rb.Stamp = fixed(50, &seenB) // a clock behind a's
+		bc := acquire(t, b, rb)
+		assert.Equal(t, int64(100), seenB.WallTime)
+		release(t, b, a)
+		release(t, b, bc)
+		rw := mk(request(key, l, "w"))
+		rw.Stamp = fixed(200, &seenW)
+		w := acquire(t, b, rw)
+		assert.Equal(t, int64(100), seenW.WallTime, "multi %v", multi)
+		release(t, b, w)
+	}
+}
