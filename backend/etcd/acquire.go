@@ -22,9 +22,12 @@ var (
 	oldestKey = append(clientv3.WithFirstCreate(), clientv3.WithKeysOnly())
 )
 
-// Acquire creates a claim on req.Key, bound to lease req.Lease, and returns
-// it once it holds the key. The claim is named after its lease (see the
-// package documentation); Claim.ID is that name, and req.ID is not used.
+// Acquire creates a claim on req.Key (on every key of req.Keys), bound to
+// lease req.Lease, and returns it once it holds the key. The claim is named
+// after its lease and kind (see the package documentation); Claim.ID is
+// that name, and req.ID is not used. What follows is the exclusive path;
+// shared.go, counted.go and multikey.go describe the other kinds, which
+// follow the same pattern.
 //
 //   - Fair waiting requests (Wait and Fair) join the key's queue in one
 //     Txn. Uncontended, that Txn already makes the claim the holder: one

@@ -131,7 +131,10 @@ func (b *Backend) ClaimKey(c backend.Claim) string { return b.layout.claim(c.Key
 //	cli.Txn(ctx).If(b.IsOwner(claim)).Then(clientv3.OpPut("balance", "42")).Commit()
 //
 // The claim holds its key for as long as it exists, because a claim only
-// ever moves towards the head of its queue. IsOwner makes no call to etcd.
+// ever moves towards the head of its queue. For a multi-key claim it
+// compares the claim at c.Key; a claim is created and released at all its
+// keys at once, and lost at one only with its lease or by an operator's
+// delete. IsOwner makes no call to etcd.
 func (b *Backend) IsOwner(c backend.Claim) clientv3.Cmp {
 	return incarnation(b.ClaimKey(c), int64(c.Token))
 }

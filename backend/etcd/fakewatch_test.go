@@ -199,6 +199,28 @@ func (e *fakeEtcd) put(key string) int64 {
 	return e.rev
 }
 
+// rewrite puts key, which exists, again, and sends the put to every watch
+// of the key, as etcd does to watches without the NOPUT filter (the fake
+// ignores filters: the mux must drop puts for delete watches itself).
+func (e *fakeEtcd) rewrite(key string) int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.rev++
+	for _, s := range e.streams {
+		for id, w := range s.watches {
+			if w.key == key && w.minRev <= e.rev {
+				s.sendLocked(&pb.WatchResponse{
+					Header:  &pb.ResponseHeader{Revision: e.rev},
+					WatchId: id,
+					Events: []*mvccpb.Event{{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{
+						Key: []byte(key), CreateRevision: e.keys[key], ModRevision: e.rev}}},
+				})
+			}
+		}
+	}
+	return e.rev
+}
+
 // del deletes key and tells the watches that cover the delete.
 func (e *fakeEtcd) del(key string) int64 {
 	e.mu.Lock()

@@ -9,7 +9,8 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// Release deletes claim c in one request. It never deletes another claim -
+// Release deletes claim c in one request, at every key of a multi-key
+// claim. It never deletes another claim -
 // not a later claim under the same name, not the next holder - so a
 // retried or late Release is harmless: the delete compares on the claim's
 // identity (key + create revision, c.Token), or, for the claim the Backend

@@ -265,3 +265,34 @@ func TestMuxClientClosed(t *testing.T) {
 
 // The gRPC stream is what the mux opens in production.
 var _ watchStream = pb.Watch_WatchClient(nil)
+
+// A watch of puts (a counted waiter's watch of its predecessor) fires on
+// the first rewrite of its key as well as on its delete, and asks etcd for
+// puts; a delete watch ignores rewrites.
+func TestMuxWatchOfPuts(t *testing.T) {
+	tm := newTestMux(t)
+	rev := tm.e.put("p")
+	tm.e.put("d")
+	rp := newRecTarget()
+	wp := &keyWatch{key: "p", from: rev + 2, target: rp, puts: true}
+	tm.start(wp)
+	_, rd := startWatch(t, tm, "d", rev+2)
+	barrier(t, tm)
+	tm.e.rewrite("d")
+	put := tm.e.rewrite("p")
+	if got := recv(t, rp.deleted, "rewrite of p"); got != put {
+		t.Fatalf("p's watch fired at %d, want the rewrite at %d", got, put)
+	}
+	barrier(t, tm)
+	none(t, rd.deleted, "d's delete watch after a rewrite of d")
+	for _, cr := range tm.e.creates(0) {
+		switch string(cr.Key) {
+		case "p":
+			assert.Empty(t, cr.Filters, "a watch of puts filters nothing")
+		case "d":
+			assert.Equal(t, noPut, cr.Filters)
+		}
+	}
+	del := tm.e.del("d")
+	assert.Equal(t, del, recv(t, rd.deleted, "delete of d"))
+}
