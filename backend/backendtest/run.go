@@ -105,4 +105,5 @@ var checks = []struct {
 	{"InspectReportsHolders", testInspectHolders},
 	{"CancelledWaitOfEveryKindLeavesNothing", testCancelledWaitOfEveryKind},
 	{"RevokeSignalsLossOfEveryKind", testRevokeSignalsLossOfEveryKind},
+	{"ObserveReportsHolderChanges", testObserve}, // backend.Observer only
 }
