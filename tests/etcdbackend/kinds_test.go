@@ -601,3 +601,73 @@ func TestStampRecordOnlyRises(t *testing.T) {
 		release(t, b, w)
 	}
 }
+
+// Uncontended, every kind takes one round trip to acquire and one to
+// release; a counted claim alone records permit 0 in its enqueue.
+func TestKindsUncontendedRoundTrips(t *testing.T) {
+	prefix := uniquePrefix(t)
+	var wc watchCounter
+	b, _ := newBackend(t, shared, prefix, wc.configure)
+	l := grant(t, b, 30*time.Second)
+	multi := request("m1", l, "multi")
+	multi.Keys = []string{"m1", "m2", "m3"}
+	for _, req := range []backend.AcquireRequest{
+		request("x", l, "exclusive"), sharedReq("s", l, "shared"), countedReq("c", l, "counted", 4), multi,
+	} {
+		for _, fair := range []bool{true, false} {
+			for _, wait := range []bool{true, false} {
+				req.Fair, req.Wait = fair, wait
+				before := wc.unary.Load()
+				c := acquire(t, b, req)
+				assert.Equal(t, int64(1), wc.unary.Load()-before, "%s fair %v wait %v: requests to acquire", req.Owner, fair, wait)
+				assert.Equal(t, 0, c.Permit)
+				before = wc.unary.Load()
+				release(t, b, c)
+				assert.Equal(t, int64(1), wc.unary.Load()-before, "%s: requests to release", req.Owner)
+			}
+		}
+	}
+}
+
+// Inspect lists a counted key's holders with their permits and values,
+// and its waiters.
+func TestInspectCountedHolders(t *testing.T) {
+	prefix := uniquePrefix(t)
+	b, cli := newBackend(t, shared, prefix)
+	l := grant(t, b, 30*time.Second)
+	var cs []backend.Claim
+	for i := range 2 {
+		r := countedReq("k", l, fmt.Sprint("h", i), 2)
+		r.Value = []byte(fmt.Sprint("v", i))
+		cs = append(cs, acquire(t, b, r))
+	}
+	ch := start(testCtx(t, waitBound), b, countedReq("k", l, "w", 2))
+	awaitCount(t, cli, prefix+"claims/k/", 3)
+	info, err := b.Inspect(testCtx(t, waitBound), "k")
+	require.NoError(t, err)
+	assert.True(t, info.Held)
+	assert.Equal(t, 2, info.Permits)
+	require.Len(t, info.Holders, 2)
+	for i, h := range info.Holders {
+		assert.Equal(t, cs[i].Token, h.Token)
+		assert.Equal(t, i, h.Permit)
+		assert.Equal(t, fmt.Sprint("h", i), h.Owner)
+		assert.Equal(t, []byte(fmt.Sprint("v", i)), h.Value)
+		assert.False(t, h.Shared)
+		assert.False(t, h.AcquiredAt.IsZero())
+	}
+	assert.Equal(t, cs[0].Token, info.Token)
+	require.Len(t, info.Waiters, 1)
+	assert.Equal(t, "w", info.Waiters[0].Owner)
+	release(t, b, cs[0])
+	r := await(t, ch, "waiter")
+	require.NoError(t, r.err)
+	assert.Equal(t, 0, r.claim.Permit)
+	info, err = b.Inspect(testCtx(t, waitBound), "k")
+	require.NoError(t, err)
+	require.Len(t, info.Holders, 2)
+	assert.Equal(t, cs[1].Token, info.Token, "the oldest holder")
+	assert.Equal(t, 0, info.Holders[1].Permit)
+	release(t, b, cs[1])
+	release(t, b, r.claim)
+}
