@@ -239,6 +239,7 @@ func testPermitMismatch(f *fixture) {
 			f.t.Errorf("counted request (wait=%v) on an exclusive key: %v, want ErrPermitMismatch", wait, err)
 		}
 		f.awaitWaiters(key)
+		f.wantHolders(key, "a counted request refused on an exclusive key", x)
 	}
 	one := f.start(counted(req(key, l, "P1"), 1))
 	f.awaitWaiters(key, "P1")
