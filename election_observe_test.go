@@ -2,6 +2,8 @@ package ashlock_test
 
 import (
 	"context"
+	"iter"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ash-lock/ashlock"
+	"github.com/ash-lock/ashlock/backend"
 	"github.com/ash-lock/ashlock/backend/memory"
 )
 
@@ -194,5 +197,49 @@ func TestElectionObserveBreak(t *testing.T) {
 			}
 			assert.Equal(t, 1, n)
 		}
+	})
+}
+
+// countingObserver counts the backend observations a client starts.
+type countingObserver struct {
+	*memory.Backend
+	n atomic.Int32
+}
+
+func (c *countingObserver) Observe(ctx context.Context, key string) iter.Seq2[backend.LockInfo, error] {
+	c.n.Add(1)
+	return c.Backend.Observe(ctx, key)
+}
+
+// However many observers a client runs on one election, it makes one
+// backend observation for them; once all have left, the next makes a new
+// one.
+func TestElectionObserversShareOneBackendObservation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cb := &countingObserver{Backend: memory.New()}
+		defer cb.Close()
+		c, err := ashlock.ConnectWith(t.Context(), ashlock.LockConfig{Logger: quiet}, cb)
+		require.NoError(t, err)
+		defer c.Close(context.Background())
+		ctx, stop := context.WithCancel(t.Context())
+		var obs []*observed
+		for range 10 {
+			o := observe(ctx, c.Election("e"))
+			o.next(t)
+			obs = append(obs, o)
+		}
+		other := observe(ctx, c.Election("f"))
+		other.next(t)
+		assert.Equal(t, int32(2), cb.n.Load(), "backend observations for 10 observers of one election and 1 of another")
+		stop()
+		for _, o := range append(obs, other) {
+			<-o.done
+		}
+		synctest.Wait()
+		o := observe(t.Context(), c.Election("e"))
+		o.next(t)
+		assert.Equal(t, int32(3), cb.n.Load())
+		require.NoError(t, c.Close(context.Background()))
+		<-o.done
 	})
 }
