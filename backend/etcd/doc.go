@@ -118,9 +118,12 @@
 // moments is found when its watch starts, by a read of the claim's key. A
 // claim waiting in the queue is watched once it has waited a second: the
 // check after each wake finds a deleted claim anyway, and the watch only
-// ends such a wait sooner. A fair waiter also watches the claim just ahead
-// of it, on that claim's key, so a release sends an event to the one client
-// waiting behind it, not to every client under the prefix. All of a
+// ends such a wait sooner. A fair waiter also watches the claim it waits
+// for, on that claim's key, so a release sends an event to the clients
+// waiting directly behind it, not to every client under the prefix: the
+// one exclusive or counted waiter next in line, or the readers queued up
+// to the next writer. (A counted waiter watches its predecessor for its
+// rewrite too, and the first counted waiter each of the n holders.) All of a
 // Backend's watches share one gRPC watch stream and two goroutines,
 // however many locks it holds; the stream is opened again when it fails or
 // its etcd member loses the leader, and every watch resumes from where it
