@@ -175,34 +175,6 @@ func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 	}, nil
 }
 
-// checkRequest rejects what the root package already rejects, so that a
-// Backend used directly cannot store a claim its peers cannot read.
-func checkRequest(req *backend.AcquireRequest) error {
-	n := len(req.Keys)
-	switch {
-	case req.Permits < 0 || req.Permits > backend.MaxPermits:
-		return fmt.Errorf("etcd acquire %q: %d permits", req.Key, req.Permits)
-	case req.Shared && req.Permits > 1:
-		return fmt.Errorf("etcd acquire %q: a shared claim with %d permits", req.Key, req.Permits)
-	case len(req.Value) > backend.MaxValueLen:
-		return fmt.Errorf("etcd acquire %q: a value of %d bytes", req.Key, len(req.Value))
-	case req.Keys == nil:
-		return nil
-	case n == 0 || n > backend.MaxKeys:
-		return fmt.Errorf("etcd acquire: %d keys", n)
-	case req.Keys[0] != req.Key:
-		return fmt.Errorf("etcd acquire: Keys[0] %q is not Key %q", req.Keys[0], req.Key)
-	case n > 1 && req.Permits > 1:
-		return fmt.Errorf("etcd acquire: a multi-key claim with %d permits", req.Permits)
-	}
-	for i := 1; i < n; i++ {
-		if req.Keys[i] <= req.Keys[i-1] {
-			return fmt.Errorf("etcd acquire: keys not sorted and distinct at %q", req.Keys[i])
-		}
-	}
-	return nil
-}
-
 // enqueue is the fair path. One Txn: if the claim does not exist yet, read
 // the newest claim of the queue (the one just ahead of us), then create
 // ours. Uncontended, that is the whole acquisition.
@@ -301,35 +273,6 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 			return err
 		}
 	}
-}
-
-// found continues an acquisition that found a claim under its name
-// already. resp holds reads of that claim and of the head of the queue. If
-// the claim is bound to our lease it is ours: holding the key if it is the
-// head, else waiting in the queue (or ErrLocked for a TryAcquire, whose
-// cleanup removes it). A claim of another lease is a stray, and one that
-// has gone meanwhile is reported lost.
-func (a *acquisition) found(ctx context.Context, resp *clientv3.TxnResponse, now time.Time) error {
-	own := rangeKvs(resp, 0)
-	if len(own) == 0 {
-		return a.lostError() // deleted since the enqueue saw it
-	}
-	if own[0].Lease != int64(a.req.Lease) {
-		// Claim names embed their lease; only a hand-made key can do this.
-		a.token = own[0].CreateRevision // the cleanup removes exactly it
-		return fmt.Errorf("%w: etcd acquire %q: claim %s is bound to another lease",
-			backend.ErrUnavailable, a.req.Key, a.e.key)
-	}
-	a.setToken(own[0].CreateRevision)
-	if head := rangeKvs(resp, 1); len(head) > 0 && head[0].CreateRevision == a.token {
-		a.acquiredAt = recordedAt(own[0].Value, now)
-		a.keepStamp(resp)
-		return nil
-	}
-	if !a.req.Wait {
-		return a.lockedError()
-	}
-	return a.waitInQueue(ctx, a.q(), "", 0)
 }
 
 // put creates the claim, bound to the request's lease.

@@ -36,8 +36,9 @@
 //
 // The files read in this order: acquire.go (enqueue, and the paths that do
 // not queue, for exclusive claims), wait.go (waiting in the queue),
-// kind.go (claim kinds and their names), shared.go, counted.go and
-// multikey.go (the other kinds), release.go (release, and the cleanup of a
+// found.go (a claim found under our name), request.go, kind.go (claim
+// kinds and their names), shared.go, counted.go and multikey.go (the other
+// kinds), stamp.go, release.go (release, and the cleanup of a
 // failed Acquire), value.go (SetValue), inspect.go, registry.go (claim
 // names and loss), watch.go, watchstream.go and watchcheck.go (the
 // watches, all on one stream), lease.go.

@@ -2,10 +2,8 @@ package etcd
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ash-lock/ashlock/backend"
@@ -162,29 +160,4 @@ func (a *acquisition) whenFreeShared(ctx context.Context) error {
 			return err
 		}
 	}
-}
-
-// adoptExisting continues an enqueue whose Txn found a claim under our
-// name already (see enqueue): it reads the claim and takes it over.
-func (a *acquisition) adoptExisting(ctx context.Context) error {
-	resp, err := a.b.cli.Get(ctx, a.e.key, clientv3.WithKeysOnly())
-	if err != nil {
-		return rpcError(ctx, "acquire", err)
-	}
-	if len(resp.Kvs) == 0 {
-		return a.lostError()
-	}
-	return a.adopt(resp.Kvs[0])
-}
-
-// adopt takes over the claim kv found under our name if it is bound to our
-// lease (then it is ours: nobody else creates claims under the name).
-func (a *acquisition) adopt(kv *mvccpb.KeyValue) error {
-	if kv.Lease != int64(a.req.Lease) {
-		a.token = kv.CreateRevision // the cleanup removes exactly it
-		return fmt.Errorf("%w: etcd acquire %q: claim %s is bound to another lease",
-			backend.ErrUnavailable, a.req.Key, kv.Key)
-	}
-	a.setToken(kv.CreateRevision)
-	return nil
 }

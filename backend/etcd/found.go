@@ -1,0 +1,69 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// Claims found under our name. An enqueue finds its name taken only when
+// a write under it was applied after its sender stopped waiting for it: the
+// same enqueue, resent after a lost reply, or an earlier acquisition's
+// write that arrived after that acquisition's cleanup (see enqueue). Such a
+// claim bound to our lease has no other owner, and is taken over.
+
+// found continues an acquisition that found a claim under its name
+// already. resp holds reads of that claim and of the head of the queue. If
+// the claim is bound to our lease it is ours: holding the key if it is the
+// head, else waiting in the queue (or ErrLocked for a TryAcquire, whose
+// cleanup removes it). A claim of another lease is a stray, and one that
+// has gone meanwhile is reported lost.
+func (a *acquisition) found(ctx context.Context, resp *clientv3.TxnResponse, now time.Time) error {
+	own := rangeKvs(resp, 0)
+	if len(own) == 0 {
+		return a.lostError() // deleted since the enqueue saw it
+	}
+	if err := a.adopt(own[0]); err != nil {
+		return err
+	}
+	if head := rangeKvs(resp, 1); len(head) > 0 && head[0].CreateRevision == a.token {
+		a.acquiredAt = recordedAt(own[0].Value, now)
+		a.keepStamp(resp)
+		return nil
+	}
+	if !a.req.Wait {
+		return a.lockedError()
+	}
+	return a.waitInQueue(ctx, a.q(), "", 0)
+}
+
+// adoptExisting continues an enqueue whose Txn found a claim under our
+// name already (see enqueue): it reads the claim and takes it over.
+func (a *acquisition) adoptExisting(ctx context.Context) error {
+	resp, err := a.b.cli.Get(ctx, a.e.key, clientv3.WithKeysOnly())
+	if err != nil {
+		return rpcError(ctx, "acquire", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return a.lostError()
+	}
+	return a.adopt(resp.Kvs[0])
+}
+
+// adopt takes over the claim kv found under our name if it is bound to our
+// lease (then it is ours: nobody else creates claims under the name).
+func (a *acquisition) adopt(kv *mvccpb.KeyValue) error {
+	if kv.Lease != int64(a.req.Lease) {
+		// Claim names embed their lease; only a hand-made key can do this.
+		a.token = kv.CreateRevision // the cleanup removes exactly it
+		return fmt.Errorf("%w: etcd acquire %q: claim %s is bound to another lease",
+			backend.ErrUnavailable, a.req.Key, kv.Key)
+	}
+	a.setToken(kv.CreateRevision)
+	return nil
+}
