@@ -148,3 +148,34 @@ func TestObserveContinuesThroughCompaction(t *testing.T) {
 }
 
 func valued(r backend.AcquireRequest, v string) backend.AcquireRequest { r.Value = []byte(v); return r }
+
+// Member 0, the only one the observer's client reaches, is cut off from
+// the others and loses its leader (its watch streams close: they require
+// a leader) while the key changes hands; once healed, the observer
+// resumes from the last revision it saw and reports every change, in order.
+func TestObserveResumesAfterLeaderLoss(t *testing.T) {
+	c, w, _, o := restartSetup(t)
+	l := grant(t, w, 30*time.Second)
+	x := acquire(t, w, valued(request("k", l, "X"), "x"))
+	o.expect(t, waitBound, held(x, "x"))
+
+	require.NoError(t, c.Partition(0))
+	// The other two elect a leader among themselves if member 0 led.
+	for deadline := time.Now().Add(3 * waitBound); ; time.Sleep(20 * time.Millisecond) {
+		if i := c.Leader(); i > 0 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no leader among members 1 and 2")
+	}
+	ctx := testCtx(t, 3*waitBound)
+	require.NoError(t, w.Release(ctx, x))
+	y := acquire(t, w, valued(request("k", l, "Y"), "y"))
+	// The fault lasts beyond member 0's election timeout (1s), so that it
+	// finds itself without a leader and ends its watch streams.
+	time.Sleep(3 * time.Second)
+	c.Heal()
+
+	o.expect(t, 3*waitBound, "free", held(y, "y"))
+	require.NoError(t, w.Release(testCtx(t, waitBound), y))
+	o.expect(t, waitBound, "free")
+}
