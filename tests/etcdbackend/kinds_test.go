@@ -354,26 +354,40 @@ func TestMultiKeyOneTxn(t *testing.T) {
 			assert.Empty(t, keys(t, cli, prefix+"claims/"))
 		})
 	}
-	// Contended, at the limit of etcd's default max-txn-ops.
-	h := acquire(t, b, request(all[40], l, "h"))
-	req := request(all[0], l, "all")
-	req.Keys = all
-	req.Stamp = func(prev backend.Timestamp) (backend.Timestamp, error) {
-		return backend.Timestamp{WallTime: prev.WallTime + 1}, nil
+	// Contended, stamped, and not queued, at the limit of etcd's default
+	// max-txn-ops.
+	for i, shared := range []bool{false, true} {
+		h := acquire(t, b, request(all[40], l, "h"))
+		req := request(all[0], l, "all")
+		req.Keys, req.Shared = all, shared
+		req.Stamp = func(prev backend.Timestamp) (backend.Timestamp, error) {
+			return backend.Timestamp{WallTime: prev.WallTime + 1}, nil
+		}
+		ch := start(testCtx(t, waitBound), b, req)
+		time.Sleep(50 * time.Millisecond)
+		notYet(t, ch, "multi behind a holder")
+		release(t, b, h)
+		r := await(t, ch, "multi")
+		require.NoError(t, r.err)
+		assert.Equal(t, int64(2*i+1), r.claim.Stamp.WallTime)
+		release(t, b, r.claim)
+		try := req
+		try.Wait = false
+		c, err := b.Acquire(testCtx(t, waitBound), try)
+		require.NoError(t, err)
+		assert.Equal(t, int64(2*i+2), c.Stamp.WallTime)
+		w := request(all[63], l, "writer")
+		w.Wait = false
+		_, err = b.Acquire(testCtx(t, waitBound), w)
+		assert.ErrorIs(t, err, backend.ErrLocked)
+		if shared {
+			try.Stamp = nil
+			c2, err := b.Acquire(testCtx(t, waitBound), try)
+			require.NoError(t, err, "readers share every key")
+			release(t, b, c2)
+		}
+		release(t, b, c)
 	}
-	ch := start(testCtx(t, waitBound), b, req)
-	time.Sleep(50 * time.Millisecond)
-	notYet(t, ch, "multi behind a holder")
-	release(t, b, h)
-	r := await(t, ch, "multi")
-	require.NoError(t, r.err)
-	assert.Equal(t, int64(1), r.claim.Stamp.WallTime)
-	release(t, b, r.claim)
-	try := req
-	try.Wait, try.Stamp = false, nil
-	c, err := b.Acquire(testCtx(t, waitBound), try)
-	require.NoError(t, err)
-	release(t, b, c)
 }
 
 // Overlapping multi-key requests listing their keys in any order, mixed
