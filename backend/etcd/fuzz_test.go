@@ -50,7 +50,7 @@ func FuzzClaimRecord(f *testing.F) {
 	f.Add([]byte{}, "", int64(0), int64(0), uint32(0))
 	f.Add([]byte{1, 0, 0, 0, 0}, "é", int64(-1), int64(-1), uint32(1<<32-1))
 	f.Add([]byte{1, 0x80, 0x00, 0, 0, 0}, "a\x00b", int64(1), int64(1<<62), uint32(0)) // overlong length
-	f.Add([]byte{2, 0, 0, 0, 0}, "v2", int64(0), int64(0), uint32(0))                  // unknown version
+	f.Add([]byte{2, 0, 0, 0, 0}, "v2", int64(0), int64(0), uint32(0))                  // version 2, truncated
 	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, "", int64(0), int64(0), uint32(0))
 	v2 := encodeClaim(claimRecord{Owner: "o", Shared: true, Permits: 1, Permit: noPermit, Value: []byte("v")})
 	f.Add([]byte(v2), "o", int64(0), int64(0), uint32(0))

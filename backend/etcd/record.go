@@ -13,7 +13,8 @@ import (
 
 // ErrBadRecord reports a value under the Backend's prefix that this package
 // did not write or cannot read: a claim or stamp record that is truncated,
-// has trailing bytes, or carries an unknown version. Inspect and Acquire
+// has trailing bytes, carries an unknown version or flag, or has fields
+// that contradict each other. Inspect and Acquire
 // (when reading the previous stamp) return it wrapped.
 var ErrBadRecord = errors.New("etcd: malformed record")
 

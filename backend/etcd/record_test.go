@@ -46,7 +46,7 @@ func TestDecodeRejectsGarbage(t *testing.T) {
 	valid := encodeClaim(claimRecord{Owner: "abc", AcquiredAt: time.Unix(1, 0)})
 	tests := []struct{ name, in string }{
 		{"empty", ""},
-		{"unknown version", "\x02" + valid[1:]},
+		{"unknown version", "\x09" + valid[1:]},
 		{"truncated owner", valid[:3]},
 		{"truncated stamp", valid[:len(valid)-1]},
 		{"trailing bytes", valid + "x"},
