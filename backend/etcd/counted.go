@@ -131,22 +131,29 @@ func (a *acquisition) waitCounted(ctx context.Context) error {
 }
 
 // recordPermit records permit p in the claim's record, in a Txn guarded by
-// the claim's incarnation, which makes the claim a holder.
+// the claim's incarnation, which makes the claim a holder. While etcd is
+// out of reach it tries again (see retryAfter): writing the same permit
+// twice is harmless, and no other claim can pick p meanwhile, since the
+// newer ones wait for this record and the older ones have theirs.
 func (a *acquisition) recordPermit(ctx context.Context, p int) error {
-	now := time.Now()
 	a.permit = p
-	resp, err := a.b.cli.Txn(ctx).If(incarnation(a.e.key, a.token)).
-		Then(a.withStamp(rewrite(a.e.key, a.record(now, backend.Timestamp{})))...).Commit()
-	if err != nil {
-		a.permit = noPermit
-		return rpcError(ctx, "acquire", err)
+	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
+		now := time.Now()
+		resp, err := a.b.cli.Txn(ctx).If(incarnation(a.e.key, a.token)).
+			Then(a.withStamp(rewrite(a.e.key, a.record(now, backend.Timestamp{})))...).Commit()
+		if err != nil {
+			if err := a.retryAfter(ctx, err, backoff); err != nil {
+				return err
+			}
+			continue
+		}
+		if !resp.Succeeded {
+			return a.lostError()
+		}
+		a.acquiredAt = now
+		a.keepStamp(resp)
+		return nil
 	}
-	if !resp.Succeeded {
-		return a.lostError()
-	}
-	a.acquiredAt = now
-	a.keepStamp(resp)
-	return nil
 }
 
 // permitFor looks at the claims ahead of a counted claim, fewer than n of
