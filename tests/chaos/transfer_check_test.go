@@ -90,7 +90,7 @@ func checkTransfer(name string, b *bank, acqs []acquisition, healed int64) *tran
 	// last write.
 	res.check = porcupine.Ok
 	for _, k := range b.keys {
-		c, viz := linearizable(fmt.Sprintf("%s-%s", name, k[len(accountPrefix):]), fencedRegisterFrom(openingBalance, false), accountOps(hist, k))
+		c, viz := linearizable(fmt.Sprintf("%s-account%s", name, k[len(accountPrefix):]), fencedRegisterFrom(openingBalance, false), accountOps(hist, k))
 		if c != porcupine.Ok && res.check != porcupine.Illegal {
 			res.check = c
 		}
