@@ -13,6 +13,26 @@
 //			return store.Write(ctx, token, order) // the store checks the token
 //		})
 //
+// # Kinds of lock, and elections
+//
+// Besides the mutex, a LockBuilder takes shared (read) locks
+// (LockBuilder.Shared; readers hold a key together, a writer alone, FIFO)
+// and counted locks with numbered permits (LockBuilder.WithPermits,
+// Guard.Permit), and LockClient.LockAll takes up to 64 keys all or
+// nothing, deadlock-free, under one token. A claim may publish a value
+// (LockBuilder.WithValue, Guard.SetValue) that LockClient.Inspect lists
+// with every holder. All of them are queues of claims with the same tokens,
+// watchdog and loss signal as the mutex; fencing.Fence.AdmitShared checks
+// shared holders' tokens.
+//
+// An Election (LockClient.Election) is a lock whose holder leads and
+// publishes a value; the guard's fencing token is the term. Campaign
+// blocks until the caller leads; Run is the whole leader loop, calling its
+// function once per term with a context cancelled (cause ErrLeaseExpired)
+// the moment the term is lost; Leader reads who leads (ErrNoLeader when
+// nobody does); Observe yields the current Leader, then every change in
+// order, "no leader" included.
+//
 // # What a lock cannot promise
 //
 // No lease-based lock can stop a holder that is paused (a long garbage

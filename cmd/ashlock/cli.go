@@ -58,6 +58,8 @@ func dispatch(args []string, e *env) int {
 		return runCommand(args[1:], e)
 	case "inspect":
 		return inspectCommand(args[1:], e)
+	case "observe":
+		return observeCommand(args[1:], e)
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 {
 			// "ashlock help run" shows the same text as "ashlock run --help".

@@ -12,7 +12,9 @@ with --permits N; or any number of --shared runs, excluding plain ones).
 Usage:
   ashlock run [flags] KEY -- COMMAND [ARG...]   run COMMAND while holding KEY
   ashlock inspect [flags] KEY                   show who holds KEY and who waits
-  ashlock help [run|inspect]                    show help
+  ashlock observe [flags] KEY                   print who leads election KEY (who
+                                                holds it), then every change
+  ashlock help [run|inspect|observe]            show help
 
 Backends (--seed, default $ASHLOCK_SEED, else memory://):
   etcd://HOST:PORT[,HOST:PORT...]/PREFIX/
@@ -73,8 +75,8 @@ Flags:
                            lock). Every run of KEY must give the same N
                            (plain and --shared runs count as 1); else
                            exit 64. Not with --shared.
-  --value STR              publish STR with the claim for inspect to show
-                           (at most 64 KiB)
+  --value STR              publish STR with the claim for inspect and
+                           observe to show (at most 64 KiB)
   --connect-timeout DURATION
                            bound on reaching the backend (default 10s)
 
@@ -157,4 +159,54 @@ Exit status:
 
 Example:
   ashlock inspect --seed etcd://10.0.0.1:2379/ nightly-report
+`
+
+const observeHelp = `Usage: ashlock observe [flags] KEY
+
+Prints who leads the election KEY now, then one line each time that
+changes, until interrupted. An election is a lock: whoever holds KEY leads
+it, be it a program using the library's Election (Campaign, Run) or an
+"ashlock run --value STR KEY -- ..." (its value is STR). A change is a new
+leader (a new term, with a greater token), a change of the leader's value
+or owner label, or nobody leading any more; runs waiting for KEY are not
+shown. Changes are printed in the order they happened, each once, and a
+term older than one already printed never is. If the backend is out of
+reach, observe waits and carries on where it was once it is back; only if
+etcd has compacted the history it needs meanwhile does it read the current
+state again, and changes inside that gap are then missing (never out of
+order).
+
+Each line starts with the time it was observed (UTC, RFC 3339):
+  2026-12-01T17:25:00.123Z leader owner=host:123 token=57 since=2026-12-01T17:24:58.001Z value="10.0.0.1:8080"
+  2026-12-01T17:25:09.456Z no leader
+token is the term (the leader's fencing token); since is when the term
+began. The owner label is quoted if it has spaces, quotes or characters
+that are not printable. value is left out if the leader published none,
+and shown as inspect shows it: quoted if printable text (the first 64
+bytes), else as its length and the first 16 bytes in hex.
+
+INT, TERM, HUP and QUIT end observe with exit status 0; USR1 and USR2 are
+ignored.
+
+Flags:
+  --seed URL               backend (default $ASHLOCK_SEED, else memory://;
+                           memory:// never shows a leader, being a fresh
+                           in-process store)
+  --json                   print one JSON object per line: name, leader
+                           (true or false), owner, token, value (base64,
+                           whole), since (those four only while someone
+                           leads, value only if published), observed_at
+  --connect-timeout DURATION
+                           bound on reaching the backend at the start
+                           (default 10s); later outages are waited out
+
+Exit status:
+  0     ended by a signal
+  64    usage error: bad flags or arguments, invalid KEY or seed
+  69    backend unavailable: not reached within --connect-timeout, or
+        the observation failed for good (the backend closed)
+  70    internal error, or the output could not be written
+
+Example: follow the leader of the election "scheduler", as JSON:
+  ashlock observe --seed etcd://10.0.0.1:2379/ --json scheduler
 `

@@ -22,6 +22,9 @@ func TestHelp(t *testing.T) {
 		{"run -h after flags", []string{"run", "--try", "-h"}, runHelp},
 		{"help inspect", []string{"help", "inspect"}, inspectHelp},
 		{"inspect --help", []string{"inspect", "--help"}, inspectHelp},
+		{"help observe", []string{"help", "observe"}, observeHelp},
+		{"observe --help", []string{"observe", "--help"}, observeHelp},
+		{"observe -h after flags", []string{"observe", "--json", "-h"}, observeHelp},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -48,6 +51,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	}{
 		{"run", new(runOptions).flagSet(getenv), runHelp},
 		{"inspect", new(inspectOptions).flagSet(getenv), inspectHelp},
+		{"observe", new(observeOptions).flagSet(getenv), observeHelp},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,6 +74,26 @@ func TestRunHelpDocumentsEveryExitCode(t *testing.T) {
 		"*/5 * * * * ashlock run", "0 * * * * ashlock run --seed etcd://10.0.0.1:2379/ --permits 3 --try backups -- /usr/local/bin/backup\n"} {
 		if !strings.Contains(runHelp, want) {
 			t.Errorf("run help does not mention %s", want)
+		}
+	}
+}
+
+// The tool's help lists every command, and observe's help documents its
+// exit codes and its output's fields.
+func TestHelpListsEveryCommand(t *testing.T) {
+	for _, cmd := range []string{"run", "inspect", "observe"} {
+		if !strings.Contains(toolHelp, "\n  ashlock "+cmd+" [flags] KEY") {
+			t.Errorf("tool help does not list %s", cmd)
+		}
+	}
+	for _, code := range []string{"0", "64", "69", "70"} {
+		if !strings.Contains(observeHelp, "\n  "+code+" ") {
+			t.Errorf("observe help does not document exit code %s", code)
+		}
+	}
+	for _, field := range []string{"name", "leader", "owner", "token", "value", "since", "observed_at"} {
+		if !strings.Contains(observeHelp, " "+field) {
+			t.Errorf("observe help does not mention the JSON field %s", field)
 		}
 	}
 }

@@ -1,10 +1,11 @@
 //go:build unix
 
-// Command ashlock runs a command while holding a distributed lock, and
-// shows who holds a lock.
+// Command ashlock runs a command while holding a distributed lock, shows
+// who holds a lock, and follows who leads an election.
 //
 //	ashlock run [flags] KEY -- COMMAND [ARG...]
 //	ashlock inspect [flags] KEY
+//	ashlock observe [flags] KEY
 //
 // See "ashlock --help" for flags, environment and exit codes. The default
 // backend is in-process (memory://), which locks nothing across processes;
