@@ -40,7 +40,7 @@ func (inj *injector) revoke(ctx context.Context, f fault) {
 		if attempt > 0 && !waitUntil(ctx, time.Now().Add(revokeRetry)) {
 			break
 		}
-		if outcome = inj.revokeOnce(ctx, f); revoked(outcome) {
+		if outcome = inj.revokeOnce(ctx, f, attempt); revoked(outcome) {
 			break
 		}
 	}
@@ -52,23 +52,25 @@ func revoked(outcome string) bool {
 	return strings.HasPrefix(outcome, "lease-revoke") && !strings.Contains(outcome, "failed") && !strings.Contains(outcome, "skipped")
 }
 
-// revokeKey chooses the key a revocation looks at, and the name to count
-// it under. Other bits of the pick than the ones that choose among the
-// key's claims are used, so that with one workload the choice of claim is
-// what it always was.
-func (inj *injector) revokeKey(f fault) (key, kind string) {
+// revokeKey chooses the key a revocation's attempt looks at, and the name
+// to count it under. Other bits of the pick than the ones that choose
+// among the key's claims are used, so that with one workload the choice
+// of claim is what it always was. A workload of several keys (the
+// accounts) is looked at one key per attempt, in turn: a child's LockAll
+// holds only some of them.
+func (inj *injector) revokeKey(f fault, attempt int) (key, kind string) {
 	if len(inj.revokeKeys) == 0 {
 		return lockKey, "lease-revoke"
 	}
 	w := inj.revokeKeys[(f.pick>>32)%uint64(len(inj.revokeKeys))]
-	return w.keys[(f.pick>>48)%uint64(len(w.keys))], w.kind
+	return w.keys[((f.pick>>48)+uint64(attempt))%uint64(len(w.keys))], w.kind
 }
 
 // revokeOnce makes one attempt and returns the outcome to count.
-func (inj *injector) revokeOnce(ctx context.Context, f fault) string {
+func (inj *injector) revokeOnce(ctx context.Context, f fault, attempt int) string {
 	rctx, cancel := context.WithTimeout(ctx, revokeTimeout)
 	defer cancel()
-	key, kind := inj.revokeKey(f)
+	key, kind := inj.revokeKey(f, attempt)
 	info, err := inj.inspect.Inspect(rctx, key)
 	if err != nil {
 		inj.logf("fault %v: inspect: %v", f, err)
