@@ -32,9 +32,10 @@ func (s span) draw(rng *rand.Rand) time.Duration {
 
 // holder is a lock holder running in this process, in its own goroutine,
 // with its own locker on its own etcd client through its own route. While
-// it holds the lock it does read-modify-write steps on the register in
-// etcd (a) and on the fenced resource (b), and a prober records, on the
-// run's clock, the last moment it still believed it held the lock.
+// it holds the lock it does its workload's steps (for the mutex workload,
+// read-modify-writes on the register in etcd (a) and on the fenced
+// resource (b)), and a prober records, on the run's clock, the last moment
+// it still believed it held the lock.
 type holder struct {
 	id      int
 	lk      locker

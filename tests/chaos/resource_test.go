@@ -10,8 +10,9 @@ import (
 // under.
 const resourceName = "chaos-counter"
 
-// resource is the external resource of workload (b): a counter kept in this
-// process that holders - goroutines here, and children over their pipes -
+// resource is a fenced external register - the mutex workload's resource
+// (b), and each permit's register of the permits workload: a counter kept
+// in this process that holders - goroutines here, and children over their pipes -
 // read and write with their fencing token. It records every request itself,
 // with call and return times on the run's clock, and the writes it applied
 // in order.
