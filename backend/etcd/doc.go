@@ -40,8 +40,8 @@
 // kinds and their names), shared.go, counted.go and multikey.go (the other
 // kinds), stamp.go, release.go (release, and the cleanup of a
 // failed Acquire), value.go (SetValue), inspect.go, registry.go (claim
-// names and loss), watch.go, watchstream.go and watchcheck.go (the
-// watches, all on one stream), lease.go.
+// names and loss), watch.go, watchstream.go, watchcheck.go and watchrange.go
+// (the watches, all on one stream), observe.go, lease.go.
 //
 // A key's claims form a queue ordered by create revision, and each claim's
 // create revision is its fencing token. Create revisions are etcd's
@@ -129,7 +129,9 @@
 // however many locks it holds; the stream is opened again when it fails or
 // its etcd member loses the leader, and every watch resumes from where it
 // was or, if etcd compacted that revision away, is settled by reading its
-// key.
+// key. An Observe (observe.go) is one range watch of its key's queue
+// directory on the same stream, resumed the same way, and resynchronised
+// by one read of the directory after a compaction.
 //
 // # Leases
 //

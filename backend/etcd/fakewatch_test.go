@@ -16,15 +16,16 @@ import (
 // fakeEtcd is as much of etcd as the mux talks to: keys with create
 // revisions, a revision counter, a compaction revision, watch streams that
 // answer creates in order under the client's IDs, deliver deletes to the
-// watches that cover them (replaying past ones, as etcd does), honour
-// cancels and drop compacted watches; and reads in a Txn. Safe for
-// concurrent use.
+// watches that cover them (replaying past ones, as etcd does), and every
+// event to range watches, honour cancels and drop compacted watches; and
+// reads in a Txn. Safe for concurrent use.
 type fakeEtcd struct {
 	mu      sync.Mutex
 	rev     int64
 	compact int64
 	keys    map[string]int64 // key -> create revision of the live incarnation
 	deletes []fakeDelete     // every delete, in revision order
+	history []*mvccpb.Event  // every put and delete, in revision order, for range watches
 	streams []*fakeStream    // every stream opened, in order
 	openErr error            // non-nil: opening a stream fails
 	refuse  map[string]string
@@ -58,7 +59,16 @@ type fakeStream struct {
 
 type fakeWatch struct {
 	key    string
+	end    string // a range watch's range end; "" for one key
 	minRev int64
+}
+
+// covers reports whether key is watched by w.
+func (w *fakeWatch) covers(key string) bool {
+	if w.end == "" {
+		return key == w.key
+	}
+	return w.key <= key && key < w.end
 }
 
 func (e *fakeEtcd) open(ctx context.Context) (watchStream, error) {
@@ -104,11 +114,19 @@ func (s *fakeStream) Send(req *pb.WatchRequest) error {
 			s.sendLocked(&pb.WatchResponse{Header: hdr(), WatchId: cr.WatchId, Canceled: true, CompactRevision: e.compact})
 			return nil
 		}
-		w := &fakeWatch{key: key, minRev: cr.StartRevision}
+		w := &fakeWatch{key: key, end: string(cr.RangeEnd), minRev: cr.StartRevision}
 		if w.minRev == 0 {
 			w.minRev = e.rev + 1
 		}
 		s.watches[cr.WatchId] = w
+		if w.end != "" {
+			for _, ev := range e.history {
+				if w.covers(string(ev.Kv.Key)) && ev.Kv.ModRevision >= w.minRev {
+					s.rangeEventLocked(cr.WatchId, ev)
+				}
+			}
+			return nil
+		}
 		for _, d := range e.deletes {
 			if d.key == key && d.rev >= w.minRev {
 				s.eventLocked(cr.WatchId, d)
@@ -130,6 +148,23 @@ func (s *fakeStream) eventLocked(id int64, d fakeDelete) {
 		WatchId: id,
 		Events:  []*mvccpb.Event{{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte(d.key), ModRevision: d.rev}}},
 	})
+}
+
+func (s *fakeStream) rangeEventLocked(id int64, ev *mvccpb.Event) {
+	s.sendLocked(&pb.WatchResponse{Header: &pb.ResponseHeader{Revision: s.e.rev}, WatchId: id, Events: []*mvccpb.Event{ev}})
+}
+
+// recordLocked adds ev to the history and sends it to the range watches
+// that cover it.
+func (e *fakeEtcd) recordLocked(ev *mvccpb.Event) {
+	e.history = append(e.history, ev)
+	for _, s := range e.streams {
+		for id, w := range s.watches {
+			if w.end != "" && w.covers(string(ev.Kv.Key)) && w.minRev <= ev.Kv.ModRevision {
+				s.rangeEventLocked(id, ev)
+			}
+		}
+	}
 }
 
 func (s *fakeStream) sendLocked(r *pb.WatchResponse) {
@@ -196,6 +231,7 @@ func (e *fakeEtcd) put(key string) int64 {
 	if _, ok := e.keys[key]; !ok {
 		e.keys[key] = e.rev
 	}
+	e.recordLocked(&mvccpb.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte(key), CreateRevision: e.keys[key], ModRevision: e.rev}})
 	return e.rev
 }
 
@@ -206,9 +242,10 @@ func (e *fakeEtcd) rewrite(key string) int64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.rev++
+	e.recordLocked(&mvccpb.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte(key), CreateRevision: e.keys[key], ModRevision: e.rev}})
 	for _, s := range e.streams {
 		for id, w := range s.watches {
-			if w.key == key && w.minRev <= e.rev {
+			if w.end == "" && w.key == key && w.minRev <= e.rev {
 				s.sendLocked(&pb.WatchResponse{
 					Header:  &pb.ResponseHeader{Revision: e.rev},
 					WatchId: id,
@@ -229,9 +266,10 @@ func (e *fakeEtcd) del(key string) int64 {
 	d := fakeDelete{key: key, rev: e.rev, created: e.keys[key]}
 	delete(e.keys, key)
 	e.deletes = append(e.deletes, d)
+	e.recordLocked(&mvccpb.Event{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte(key), ModRevision: d.rev}})
 	for _, s := range e.streams {
 		for id, w := range s.watches {
-			if w.key == key && w.minRev <= d.rev {
+			if w.end == "" && w.key == key && w.minRev <= d.rev {
 				s.eventLocked(id, d)
 			}
 		}

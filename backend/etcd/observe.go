@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"sync"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -20,27 +21,25 @@ var _ backend.Observer = (*Backend)(nil)
 // Observation of a key's holders (backend.Observer).
 //
 // An Observe reads the key's queue directory once, at some revision R, and
-// then watches the directory from R+1, applying each event to its own copy
-// of the queue and computing the holders by the rule Inspect follows, one
-// revision at a time (a multi-key Txn or a lease's end changes several
-// claims in one revision, and that is one change). It remembers the last
-// revision applied; whenever the watch ends without the caller having
-// asked (the stream failed and clientv3 gave up, the etcd member lost its
-// leader - the watch carries WithRequireLeader so that a member cut off
-// from the cluster ends it instead of going silent), the directory is
-// watched again from that revision + 1, so no event is skipped or applied
-// twice. Only when etcd has compacted that revision away is the directory
-// read again, once: changes inside the compacted gap are then missed, but
-// none is seen out of order.
+// then follows it with a range watch from R+1 (watchrange.go), on the
+// Backend's one watch stream: N observations cost N watches there and no
+// stream of their own. It applies each event to its own copy of the queue
+// and computes the holders with queueState, Inspect's rule, one revision
+// at a time (a multi-key Txn or a lease's end changes several claims in
+// one revision, and that is one change). The mux resumes the watch from
+// the last revision delivered whenever the stream is opened again (it
+// failed, or its etcd member lost its leader), so no event is skipped or
+// applied twice. Only when etcd has compacted that revision away is the
+// directory read again, once: changes inside the compacted gap are then
+// missed, but none is seen out of order.
 //
-// The watch is clientv3's: the mux of watch.go serves single-key watches
-// that end at their first event, and a directory watch that streams every
-// event does not fit it. clientv3 multiplexes every watch made with the
-// same context metadata on one gRPC stream per client, so a Backend's
-// observations still share one stream (a second one beside the mux's),
-// and clientv3 itself resumes them from their last revision when that
-// stream is reopened. The client package (ashlock) runs one Observe per
-// client and election, however many observers the election has there.
+// The mux calls the observation from its receive goroutine, which must
+// never wait for a consumer: what it reports is queued in the inbox, and
+// the Observe goroutine applies it and yields. The inbox is unbounded, as
+// clientv3's own watch buffers are; a consumer slower than the key's
+// changes costs memory, not missed states. The client package (ashlock)
+// runs one Observe per client and election, however many observers the
+// election has there.
 
 // observation is one running Observe: the key's queue as of rev.
 type observation struct {
@@ -52,15 +51,28 @@ type observation struct {
 	last   backend.LockInfo            // the last state yielded
 	yield  func(backend.LockInfo, error) bool
 	sorted []*mvccpb.KeyValue // scratch for state
+
+	mu    sync.Mutex
+	inbox []watchNews   // what the watch reported, in order, not yet applied
+	wake  chan struct{} // cap 1: the inbox is not empty
+}
+
+// watchNews is one report of the range watch: events, or its end
+// (compacted, or failed with err).
+type watchNews struct {
+	evs       []*mvccpb.Event
+	compacted bool
+	err       error
 }
 
 // Observe implements backend.Observer. It costs one read of the key's
-// queue directory, then one watch of it; see above for how interruptions
-// are recovered from. Failures to reach etcd are retried with backoff and
-// never yielded. The sequence ends when ctx ends; it yields an error
-// wrapping backend.ErrClosed once when the Backend is closed, one wrapping
-// backend.ErrUnavailable when the etcd client is, and one wrapping
-// ErrBadRecord if a claim's value was not written by this package.
+// queue directory, then one watch of it on the Backend's shared stream;
+// see above for how interruptions are recovered from. Failures to reach
+// etcd are retried with backoff and never yielded. The sequence ends when
+// ctx ends; it yields an error wrapping backend.ErrClosed once when the
+// Backend is closed, one wrapping backend.ErrUnavailable when the etcd
+// client is, and one wrapping ErrBadRecord if a claim's value was not
+// written by this package.
 func (b *Backend) Observe(ctx context.Context, key string) iter.Seq2[backend.LockInfo, error] {
 	return func(yield func(backend.LockInfo, error) bool) {
 		if err := b.closed("observe"); err != nil {
@@ -73,7 +85,7 @@ func (b *Backend) Observe(ctx context.Context, key string) iter.Seq2[backend.Loc
 		defer cancel()
 		stop := context.AfterFunc(b.ctx, cancel)
 		defer stop()
-		o := &observation{b: b, key: key, dir: b.layout.dir(key), yield: yield}
+		o := &observation{b: b, key: key, dir: b.layout.dir(key), yield: yield, wake: make(chan struct{}, 1)}
 		err := o.run(octx)
 		switch {
 		case errors.Is(err, errStopped) || ctx.Err() != nil:
@@ -91,38 +103,36 @@ var errStopped = errors.New("etcd observe: stopped")
 // run reads and watches until ctx ends (nil), the consumer stops
 // (errStopped) or something fails for good.
 func (o *observation) run(ctx context.Context) error {
+	if err := o.resync(ctx, true); err != nil {
+		return o.fatal(ctx, err)
+	}
 	backoff := minBackoff
-	read := true
-	first := true
 	for {
-		if read {
-			if err := o.read(ctx, first); err != nil {
-				if ctx.Err() != nil || errors.Is(err, errStopped) || o.b.cli.Ctx().Err() != nil {
-					return o.fatal(ctx, err)
-				}
-				if !sleep(ctx, backoff) {
-					return nil
-				}
-				backoff = min(2*backoff, maxBackoff)
-				continue
-			}
-			read, first = false, false
-		}
-		progress, compacted, err := o.watch(ctx)
-		if err != nil || ctx.Err() != nil || o.b.cli.Ctx().Err() != nil {
+		w := newRangeWatch(o.dir, o.rev+1, o)
+		o.b.reg.mux.start(w)
+		progress, news, err := o.follow(ctx)
+		o.b.reg.mux.stop(w)
+		o.clearInbox() // what the stopped watch still reported
+		if err != nil || ctx.Err() != nil {
 			return o.fatal(ctx, err)
 		}
-		read = compacted
 		if progress {
 			backoff = minBackoff
 		}
-		if !compacted {
-			// The watch ended by itself (leader lost, stream given
-			// up): watch again from o.rev+1 after a pause.
+		switch {
+		case news.compacted:
+			err = o.resync(ctx, false)
+		case o.b.cli.Ctx().Err() != nil:
+			err = news.err
+		default:
+			// etcd refused the watch: try again from o.rev+1 after a pause.
 			if !sleep(ctx, backoff) {
 				return nil
 			}
 			backoff = min(2*backoff, maxBackoff)
+		}
+		if err != nil {
+			return o.fatal(ctx, err)
 		}
 	}
 }
@@ -142,62 +152,114 @@ func (o *observation) fatal(ctx context.Context, err error) error {
 	return err
 }
 
-// read replaces the copy of the queue with one read of it, and yields the
-// state if it is the first or differs from the last one yielded.
-func (o *observation) read(ctx context.Context, first bool) error {
-	resp, err := o.b.cli.Get(ctx, o.dir, clientv3.WithPrefix())
-	if err != nil {
-		return rpcError(ctx, "observe", err)
+// resync replaces the copy of the queue with one read of it, retried with
+// backoff until it succeeds, and yields the state if it is the first or
+// differs from the last one yielded. It fails only once ctx has ended, the
+// etcd client is closed, or on a bad record or the consumer's stop.
+func (o *observation) resync(ctx context.Context, first bool) error {
+	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
+		resp, err := o.b.cli.Get(ctx, o.dir, clientv3.WithPrefix())
+		if err == nil {
+			o.claims = make(map[string]*mvccpb.KeyValue, len(resp.Kvs))
+			for _, kv := range resp.Kvs {
+				o.claims[string(kv.Key)] = kv
+			}
+			o.rev = resp.Header.Revision
+			return o.emit(first)
+		}
+		if ctx.Err() != nil || o.b.cli.Ctx().Err() != nil || !sleep(ctx, backoff) {
+			return rpcError(ctx, "observe", err)
+		}
 	}
-	o.claims = make(map[string]*mvccpb.KeyValue, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		o.claims[string(kv.Key)] = kv
-	}
-	o.rev = resp.Header.Revision
-	return o.emit(first)
 }
 
-// watch watches the directory from o.rev+1 and applies what it hears,
-// until the watch ends. It reports whether any event was applied, whether
-// the watch ended because o.rev+1 was compacted, and an error that ends
-// the observation (a bad record, errStopped).
-func (o *observation) watch(ctx context.Context) (progress, compacted bool, err error) {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	wch := o.b.cli.Watch(wctx, o.dir, clientv3.WithPrefix(), clientv3.WithRev(o.rev+1))
-	for resp := range wch {
-		if resp.CompactRevision != 0 {
-			return progress, true, nil
+// follow applies what the watch reports until it ends: ctx ends, the
+// consumer stops or a record is bad (err), or the watch ends by itself
+// (news, compacted or failed). It reports whether any revision was
+// applied.
+func (o *observation) follow(ctx context.Context) (progress bool, news watchNews, err error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return progress, watchNews{}, nil
+		case <-o.wake:
 		}
-		if resp.Err() != nil {
-			return progress, false, nil
-		}
-		evs := resp.Events
-		for i, ev := range evs {
-			rev := ev.Kv.ModRevision
-			if rev <= o.rev {
-				continue // cannot happen from o.rev+1 on; never apply twice
+		o.mu.Lock()
+		inbox := o.inbox
+		o.inbox = nil
+		o.mu.Unlock()
+		for _, n := range inbox {
+			if n.compacted || n.err != nil {
+				return progress, n, nil
 			}
-			switch ev.Type {
-			case mvccpb.PUT:
-				o.claims[string(ev.Kv.Key)] = ev.Kv
-			case mvccpb.DELETE:
-				delete(o.claims, string(ev.Kv.Key))
-			}
-			// One revision's events are one change: state only after
-			// the last of them.
-			if i+1 < len(evs) && evs[i+1].Kv.ModRevision == rev {
-				continue
-			}
-			o.rev = rev
-			progress = true
-			if err := o.emit(false); err != nil {
-				return progress, false, err
+			applied, err := o.apply(n.evs)
+			progress = progress || applied
+			if err != nil {
+				return progress, watchNews{}, err
 			}
 		}
 	}
-	return progress, false, nil
 }
+
+// apply applies the events of whole revisions to the copy, yielding the
+// state after each revision whose holders differ from the last one
+// yielded. It reports whether any revision was applied.
+func (o *observation) apply(evs []*mvccpb.Event) (bool, error) {
+	applied := false
+	for i, ev := range evs {
+		rev := ev.Kv.ModRevision
+		if rev <= o.rev {
+			continue // the mux sends none; never apply twice
+		}
+		switch ev.Type {
+		case mvccpb.PUT:
+			o.claims[string(ev.Kv.Key)] = ev.Kv
+		case mvccpb.DELETE:
+			delete(o.claims, string(ev.Kv.Key))
+		}
+		// One revision's events are one change: state only after the
+		// last of them.
+		if i+1 < len(evs) && evs[i+1].Kv.ModRevision == rev {
+			continue
+		}
+		o.rev = rev
+		applied = true
+		if err := o.emit(false); err != nil {
+			return applied, err
+		}
+	}
+	return applied, nil
+}
+
+// post queues news of the watch for the Observe goroutine. It never
+// blocks: it is called by the mux's receive goroutine.
+func (o *observation) post(n watchNews) {
+	o.mu.Lock()
+	o.inbox = append(o.inbox, n)
+	o.mu.Unlock()
+	select {
+	case o.wake <- struct{}{}:
+	default: // a wake is pending
+	}
+}
+
+// clearInbox drops what a stopped watch reported after the Observe
+// goroutine last looked: the next watch starts after o.rev and reports it
+// again, and a late report must not be taken for the next watch's.
+func (o *observation) clearInbox() {
+	o.mu.Lock()
+	o.inbox = nil
+	o.mu.Unlock()
+	select {
+	case <-o.wake:
+	default:
+	}
+}
+
+// events, compacted and watchFailed implement rangeTarget.
+func (o *observation) events(evs []*mvccpb.Event) { o.post(watchNews{evs: evs}) }
+func (o *observation) compacted()                 { o.post(watchNews{compacted: true}) }
+func (o *observation) watchFailed(err error)      { o.post(watchNews{err: err}) }
 
 // emit yields the state of the copy if always is set or its holders
 // differ from the last state yielded.
@@ -216,7 +278,7 @@ func (o *observation) emit(always bool) error {
 	return nil
 }
 
-// state computes the LockInfo of the copy by Inspect's rule, holders only.
+// state computes the LockInfo of the copy, holders only.
 func (o *observation) state() (backend.LockInfo, error) {
 	o.sorted = o.sorted[:0]
 	for _, kv := range o.claims {
@@ -225,39 +287,7 @@ func (o *observation) state() (backend.LockInfo, error) {
 	slices.SortFunc(o.sorted, func(a, b *mvccpb.KeyValue) int {
 		return cmp.Compare(a.CreateRevision, b.CreateRevision)
 	})
-	info := backend.LockInfo{Key: o.key}
-	nonShared := false
-	for i, kv := range o.sorted {
-		rec, err := decodeClaim(kv.Value)
-		if err != nil {
-			return backend.LockInfo{}, fmt.Errorf("etcd observe %q: claim %s: %w", o.key, kv.Key, err)
-		}
-		k := kindOfName(string(kv.Key))
-		if i == 0 {
-			info.Permits = k.n
-		}
-		var holds bool
-		switch {
-		case k.shared:
-			holds = !nonShared
-		case k.counted():
-			holds = i < k.n && rec.Permit != noPermit
-		default:
-			holds = i == 0
-		}
-		nonShared = nonShared || !k.shared
-		if holds {
-			info.Holders = append(info.Holders, backend.Holder{
-				Owner: rec.Owner, Token: uint64(kv.CreateRevision), Permit: max(rec.Permit, 0), Shared: k.shared,
-				Value: rec.Value, AcquiredAt: rec.AcquiredAt, Stamp: rec.Stamp,
-			})
-		}
-	}
-	if len(info.Holders) > 0 {
-		h := info.Holders[0]
-		info.Held, info.Owner, info.Token, info.AcquiredAt, info.Stamp = true, h.Owner, h.Token, h.AcquiredAt, h.Stamp
-	}
-	return info, nil
+	return queueState("observe", o.key, o.sorted, false)
 }
 
 // sameHolders reports whether a and b have the same holders with the same

@@ -5,11 +5,13 @@ import (
 	"sync"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 )
 
-// Watches of single claims, multiplexed on one stream.
+// Watches of single claims, multiplexed on one stream. (The same stream
+// also carries the range watches of observations: watchrange.go.)
 //
 // A Backend watches two kinds of claim keys: its own claims, to learn that
 // one vanished without Release (its lease ended or was revoked, an operator
@@ -76,10 +78,14 @@ type watchTarget interface {
 }
 
 // keyWatch is one watch for the delete of one incarnation of a key: the
-// incarnation that exists at revision from-1.
+// incarnation that exists at revision from-1; or, if ranged is set, a
+// range watch of every event of a directory (watchrange.go).
 type keyWatch struct {
 	key    string
-	target watchTarget
+	target watchTarget // nil for a range watch
+	// ranged, if set, makes it a range watch of the keys under key, which
+	// reports to ranged instead of target.
+	ranged rangeTarget
 	// puts makes it a watch for any change of the incarnation: its delete,
 	// or a put that rewrites it (a counted waiter's predecessor recording
 	// its permit). The target hears keyDeleted for either.
@@ -128,7 +134,8 @@ type pendingCreate struct {
 	start int64 // its StartRevision; 0: etcd's current revision
 }
 
-// mux multiplexes a Backend's single-key watches on one gRPC watch stream.
+// mux multiplexes a Backend's watches, single-key and range, on one gRPC
+// watch stream.
 // Safe for concurrent use.
 type mux struct {
 	open  func(ctx context.Context) (watchStream, error)
@@ -155,7 +162,7 @@ var noPut = []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NOPUT}
 
 // filters returns the event filters of w's create request.
 func (w *keyWatch) filters() []pb.WatchCreateRequest_FilterType {
-	if w.puts {
+	if w.puts || w.ranged != nil {
 		return nil
 	}
 	return noPut
@@ -196,7 +203,7 @@ func newMuxWith(ctx context.Context, open func(context.Context) (watchStream, er
 func (m *mux) start(w *keyWatch) {
 	s, err := m.begin(w)
 	if err != nil {
-		w.target.watchFailed(err)
+		w.failTarget(err)
 		return
 	}
 	if s != nil {
@@ -260,14 +267,16 @@ func (m *mux) createLocked(s *wstream, w *keyWatch) {
 	}
 	s.byID[w.id] = w
 	s.creates = append(s.creates, pendingCreate{id: w.id, start: start})
-	s.out = append(s.out, &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{
-		CreateRequest: &pb.WatchCreateRequest{
-			Key:           []byte(w.key),
-			StartRevision: start,
-			Filters:       w.filters(),
-			WatchId:       w.id,
-		},
-	}})
+	cr := &pb.WatchCreateRequest{
+		Key:           []byte(w.key),
+		StartRevision: start,
+		Filters:       w.filters(),
+		WatchId:       w.id,
+	}
+	if w.ranged != nil {
+		cr.RangeEnd = []byte(clientv3.GetPrefixRangeEnd(w.key))
+	}
+	s.out = append(s.out, &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: cr}})
 }
 
 // cancelLocked queues the cancel of w's watch on its stream and forgets
@@ -327,23 +336,40 @@ func (m *mux) kickFlush() {
 	}
 }
 
-// notice is a call to a watch target, collected under mux.mu and made
-// after it is released: watchFailed(err) if err is set, else
+// notice is a call to a watch's target, collected under mux.mu and made
+// after it is released: watchFailed(err) if err is set; else, for a range
+// watch, compacted() if compacted is set, else events(evs); else
 // keyDeleted(rev).
 type notice struct {
-	t   watchTarget
-	rev int64
-	err error
+	w         *keyWatch
+	rev       int64
+	err       error
+	evs       []*mvccpb.Event
+	compacted bool
 }
 
 func deliver(ns []notice) {
 	for _, n := range ns {
-		if n.err != nil {
-			n.t.watchFailed(n.err)
-		} else {
-			n.t.keyDeleted(n.rev)
+		r := n.w.ranged
+		switch {
+		case n.err != nil && r != nil:
+			r.watchFailed(n.err)
+		case n.err != nil:
+			n.w.target.watchFailed(n.err)
+		case r != nil && n.compacted:
+			r.compacted()
+		case r != nil:
+			r.events(n.evs)
+		default:
+			n.w.target.keyDeleted(n.rev)
 		}
 	}
+}
+
+// failTarget tells w's target that it failed; for start, which calls it
+// directly.
+func (w *keyWatch) failTarget(err error) {
+	deliver([]notice{{w: w, err: err}})
 }
 
 // finishLocked ends a live or checking watch whose key is gone (err nil)
@@ -355,5 +381,5 @@ func (m *mux) finishLocked(w *keyWatch, rev int64, err error) notice {
 	}
 	w.state = watchDone
 	delete(m.live, w)
-	return notice{t: w.target, rev: rev, err: err}
+	return notice{w: w, rev: rev, err: err}
 }

@@ -188,6 +188,12 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 		if w == nil {
 			return nil, false, false
 		}
+		if w.ranged != nil {
+			// Its target resynchronises with a read (watchrange.go).
+			n := m.finishLocked(w, 0, nil)
+			n.compacted = true
+			return []notice{n}, true, false
+		}
 		m.cancelLocked(w) // lets etcd forget the ID as well
 		w.state = watchChecking
 		m.compacted = append(m.compacted, w)
@@ -210,6 +216,9 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 	w := s.byID[r.WatchId] // progress notifications have ID -1: nil
 	if w == nil {
 		return nil, false, false
+	}
+	if w.ranged != nil {
+		return m.rangeEventsLocked(w, r.Events), false, false
 	}
 	for _, ev := range r.Events {
 		// With the NOPUT filter, deletes only (and puts too for a

@@ -1,0 +1,69 @@
+package etcd
+
+import (
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// Range watches: every event of a directory, in revision order.
+//
+// A keyWatch with ranged set watches every key under its key (a queue
+// directory) for puts and deletes alike, and does not end at its first
+// event: it streams them to its target, for as long as it is not stopped.
+// It is created on the mux's one stream like the single-key watches, so a
+// Backend's observations (observe.go) cost one watch each on that stream
+// and open no stream of their own.
+//
+// Its resume revision, from, is the revision after the last one delivered.
+// It is always created at from itself, never at etcd's current revision:
+// its target needs every event, and there is no read that could stand in
+// for the events of a gap. (etcd serves a watch that starts in the past
+// from its unsynced set, up to 100ms late; an observer, unlike a waiter,
+// stalls no handoff meanwhile.) After a stream break it is created again
+// from from, so nothing is skipped and nothing delivered twice. etcd sends
+// one revision's events in one response (it splits catch-up batches only
+// between revisions), so a target sees every revision whole.
+//
+// If from has been compacted away, etcd drops the watch; the mux then ends
+// it and tells its target compacted(), after every event delivered before.
+// The target reads the directory again, once, and starts a new range
+// watch after that read's revision: the changes inside the compacted gap
+// may be missed, but none is seen out of order.
+
+// rangeTarget is told what a range watch sees. Its methods are called
+// without mux.mu held, from the receive goroutine, one at a time and in
+// order, so they must not block and must not wait for the mux. After
+// compacted or watchFailed the watch is done and nothing more is heard.
+type rangeTarget interface {
+	// events delivers the events of one or more whole revisions, in
+	// revision order, all at or above the revision the watch was at.
+	events(evs []*mvccpb.Event)
+	// compacted reports that the events from the watch's resume
+	// revision on were compacted away: the watch has ended.
+	compacted()
+	// watchFailed reports that the watch cannot be served: etcd refused
+	// it, or the etcd client was closed.
+	watchFailed(err error)
+}
+
+// newRangeWatch returns a range watch of the keys under dir from revision
+// from on, reporting to t. Start it with mux.start, end it with mux.stop.
+func newRangeWatch(dir string, from int64, t rangeTarget) *keyWatch {
+	return &keyWatch{key: dir, from: from, ranged: t}
+}
+
+// rangeEventsLocked passes on a response's events to a range watch's
+// target, those below its resume revision excepted (etcd sends none; the
+// check keeps a replay from being applied twice), and moves the resume
+// revision past them. Called with m.mu held.
+func (m *mux) rangeEventsLocked(w *keyWatch, evs []*mvccpb.Event) []notice {
+	i := 0
+	for i < len(evs) && evs[i].Kv.ModRevision < w.from {
+		i++
+	}
+	evs = evs[i:]
+	if len(evs) == 0 {
+		return nil
+	}
+	w.from = evs[len(evs)-1].Kv.ModRevision + 1
+	return []notice{{w: w, evs: evs}}
+}

@@ -1,0 +1,121 @@
+package etcd
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// rangeRec records what a range watch's target hears, one line per event
+// ("put d/a 5"), then "compacted" or "failed".
+type rangeRec struct{ heard chan string }
+
+func newRangeRec() *rangeRec { return &rangeRec{heard: make(chan string, 100)} }
+
+func (r *rangeRec) events(evs []*mvccpb.Event) {
+	for _, ev := range evs {
+		r.heard <- fmt.Sprintf("%s %s %d", map[mvccpb.Event_EventType]string{mvccpb.PUT: "put", mvccpb.DELETE: "del"}[ev.Type],
+			ev.Kv.Key, ev.Kv.ModRevision)
+	}
+}
+func (r *rangeRec) compacted()          { r.heard <- "compacted" }
+func (r *rangeRec) watchFailed(e error) { r.heard <- "failed" }
+
+// expect checks that the next things heard are want, in order, and that
+// nothing else came meanwhile.
+func (r *rangeRec) expect(t *testing.T, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if got := recv(t, r.heard, "range watch "+w); got != w {
+			t.Fatalf("range watch heard %q, want %q", got, w)
+		}
+	}
+}
+
+// A range watch streams every event under its directory in revision
+// order, beside a single-key watch on the same stream; after a stream
+// break it is created again from the revision after the last one it
+// delivered, so the events made while the stream was down arrive once
+// each, in order; and when that revision has been compacted it tells its
+// target and ends.
+func TestRangeWatchStreamsResumesAndReportsCompaction(t *testing.T) {
+	tm := newTestMux(t)
+	e := tm.e
+	before := e.put("d/x")
+	rec := newRangeRec()
+	w := newRangeWatch("d/", before+1, rec)
+	tm.start(w)
+	single := newRecTarget()
+	tm.start(&keyWatch{key: "k", from: e.put("k") + 1, target: single})
+
+	a := e.put("d/a")
+	e.put("e/a") // outside the directory
+	e.put("d")   // outside too: the range is the directory's keys only
+	ra := e.rewrite("d/a")
+	dx := e.del("d/x")
+	dk := e.del("k")
+	rec.expect(t, fmt.Sprintf("put d/a %d", a), fmt.Sprintf("put d/a %d", ra), fmt.Sprintf("del d/x %d", dx))
+	if got := recv(t, single.deleted, "single-key delete"); got != dk {
+		t.Fatalf("single-key watch: delete at %d, want %d", got, dk)
+	}
+	if n := e.streamCount(); n != 1 {
+		t.Fatalf("%d streams, want 1 shared by both watches", n)
+	}
+	if cr := e.creates(0)[0]; string(cr.RangeEnd) != "d0" || cr.StartRevision != before+1 || len(cr.Filters) != 0 {
+		t.Fatalf("range create %v: want range [d/, d0) from %d, every event", cr, before+1)
+	}
+
+	// The stream breaks and stays down while the directory changes.
+	e.setOpenErr(errors.New("fake: down"))
+	e.breakStream()
+	b := e.put("d/b")
+	da := e.del("d/a")
+	e.setOpenErr(nil)
+	rec.expect(t, fmt.Sprintf("put d/b %d", b), fmt.Sprintf("del d/a %d", da))
+	e.waitFor(t, func() bool { return len(e.createsLocked(1)) > 0 }, "the range watch created on the new stream")
+	if cr := e.creates(1)[0]; cr.StartRevision != dx+1 {
+		t.Fatalf("range watch created again from %d, want %d (after the last event delivered)", cr.StartRevision, dx+1)
+	}
+	c := e.put("d/c")
+	rec.expect(t, fmt.Sprintf("put d/c %d", c)) // and nothing twice before it
+	none(t, rec.heard, "range watch after d/c")
+
+	// Down again, and compacted past what was delivered.
+	e.setOpenErr(errors.New("fake: down"))
+	e.breakStream()
+	e.put("d/d")
+	e.compactNow()
+	e.setOpenErr(nil)
+	rec.expect(t, "compacted")
+	tm.mux.mu.Lock()
+	state := w.state
+	tm.mux.mu.Unlock()
+	if state != watchDone {
+		t.Fatalf("compacted range watch in state %d, want done", state)
+	}
+	e.put("d/e")
+	none(t, rec.heard, "range watch after its compaction")
+}
+
+// Stopping a range watch cancels it on the stream: nothing more is heard.
+func TestRangeWatchStop(t *testing.T) {
+	tm := newTestMux(t)
+	e := tm.e
+	rec := newRangeRec()
+	w := newRangeWatch("d/", e.put("x")+1, rec)
+	tm.start(w)
+	a := e.put("d/a")
+	rec.expect(t, fmt.Sprintf("put d/a %d", a))
+	tm.stop(w)
+	e.waitFor(t, func() bool { return len(e.cancelsLocked(0)) == 1 }, "the range watch's cancel")
+	// A second watch of the directory hears d/b and d/c; the stopped one,
+	// on the same stream, would have had d/b before d/c reached either.
+	other := newRangeRec()
+	tm.start(newRangeWatch("d/", a+1, other))
+	b := e.put("d/b")
+	c := e.put("d/c")
+	other.expect(t, fmt.Sprintf("put d/b %d", b), fmt.Sprintf("put d/c %d", c))
+	none(t, rec.heard, "stopped range watch")
+}
