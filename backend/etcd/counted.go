@@ -26,9 +26,11 @@ import (
 //     predecessor, for its delete and for the rewrite that records the
 //     predecessor's permit when it is admitted;
 //   - the first waiter (exactly n older claims, all holders) watches the
-//     deletes of those n holders; once one is gone it qualifies (older
-//     claims can only go), picks its permit and records it in one Txn
-//     guarded by its own incarnation, which wakes the next waiter.
+//     deletes of those n holders, with one watch of the queue directory
+//     (watchrange.go), one create and one cancel however large n is; once
+//     one is gone it qualifies (older claims can only go), picks its
+//     permit and records it in one Txn guarded by its own incarnation,
+//     which wakes the next waiter.
 //
 // So a release wakes only the first waiter, and its admission only the
 // next one. A counted claim also waits for the delete of any older claim
@@ -110,10 +112,10 @@ func (a *acquisition) waitCounted(ctx context.Context) error {
 		case len(kvs) > n:
 			watch, puts = []string{string(kvs[0].Key)}, true
 		case len(kvs) == n:
-			watch = make([]string, n)
-			for i, kv := range kvs {
-				watch[i] = string(kv.Key)
+			if err := a.waitOlder(ctx, n, rev+1); err != nil {
+				return err
 			}
+			continue
 		default:
 			p, w, wp, err := a.permitFor(kvs)
 			if err != nil {

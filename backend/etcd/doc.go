@@ -84,8 +84,9 @@
 //     records permit 0 (one round trip); otherwise the claim picks its
 //     permit once every older claim has recorded its own, in a Txn guarded
 //     by its identity. Waiters watch their predecessor (for its delete and
-//     for its admission) and the first waiter the n holders, so each
-//     admission costs a constant number of requests.
+//     for its admission) and the first waiter the n holders' deletes, with
+//     one watch of the queue directory, so each admission costs a
+//     constant number of requests.
 //   - Multi-key (multikey.go): one Txn makes the claim at every key (one
 //     create revision: one token) and one Txn releases it; it holds once
 //     it holds at every key, waiting at one key at a time.
@@ -124,7 +125,8 @@
 // waiting directly behind it, not to every client under the prefix: the
 // one exclusive or counted waiter next in line, or the readers queued up
 // to the next writer. (A counted waiter watches its predecessor for its
-// rewrite too, and the first counted waiter each of the n holders.) All of a
+// rewrite too, and the first counted waiter the deletes in its queue
+// directory, for any of the n holders.) All of a
 // Backend's watches share one gRPC watch stream and two goroutines,
 // however many locks it holds; the stream is opened again when it fails or
 // its etcd member loses the leader, and every watch resumes from where it

@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -355,6 +356,30 @@ func (e *fakeEtcd) createdAt(key string, rev int64) (int64, bool) {
 	return 0, false
 }
 
+// keysInLocked returns the keys op reads that ever existed, in order:
+// its key, or every key in its range.
+func (e *fakeEtcd) keysInLocked(op clientv3.Op) []string {
+	key, end := string(op.KeyBytes()), string(op.RangeBytes())
+	if end == "" {
+		return []string{key}
+	}
+	seen := make(map[string]bool)
+	for k := range e.keys {
+		seen[k] = true
+	}
+	for _, d := range e.deletes {
+		seen[d.key] = true
+	}
+	var out []string
+	for k := range seen {
+		if key <= k && k < end {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // readCount returns how many Txns and Gets the fake has served.
 func (e *fakeEtcd) readCount() int {
 	e.mu.Lock()
@@ -446,9 +471,10 @@ func (t *fakeTxn) Commit() (*clientv3.TxnResponse, error) {
 	}
 	for _, op := range t.ops {
 		rr := &pb.RangeResponse{}
-		key := string(op.KeyBytes())
-		if cr, ok := e.createdAt(key, op.Rev()); ok {
-			rr.Kvs = []*mvccpb.KeyValue{{Key: []byte(key), CreateRevision: cr}}
+		for _, key := range e.keysInLocked(op) {
+			if cr, ok := e.createdAt(key, op.Rev()); ok && (op.MaxCreateRev() == 0 || cr <= op.MaxCreateRev()) {
+				rr.Kvs = append(rr.Kvs, &mvccpb.KeyValue{Key: []byte(key), CreateRevision: cr})
+			}
 		}
 		resp.Responses = append(resp.Responses, &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: rr}})
 	}

@@ -14,8 +14,8 @@ import (
 )
 
 // waitAny blocks until one of watches fires (see waitDeleted): a counted
-// claim's first waiter waits for any of the holders ahead of it to go.
-// With puts, each watch also fires when its key is rewritten.
+// request that does not queue waits for any of the holders to go. With
+// puts, each watch also fires when its key is rewritten.
 func (a *acquisition) waitAny(ctx context.Context, keys []string, from int64, puts bool) error {
 	p := &anyWait{predWait: predWait{done: make(chan struct{})}}
 	ws := make([]*keyWatch, len(keys))
@@ -115,6 +115,19 @@ func (a *acquisition) waitDeleted(ctx context.Context, key string, from int64) e
 	m := a.b.reg.mux
 	m.start(w)
 	defer m.stop(w) // after a delete it is a no-op
+	return a.waitOn(ctx, p)
+}
+
+// waitOlder blocks until one of the n claims older than ours is deleted
+// at revision from or later (a counted claim's first waiter), in the way
+// of waitDeleted, with one watch of the queue directory for them all
+// (watchrange.go).
+func (a *acquisition) waitOlder(ctx context.Context, n int, from int64) error {
+	p := &predWait{done: make(chan struct{})}
+	w := newOlderWatch(a.dir, a.token, n, from, p)
+	m := a.b.reg.mux
+	m.start(w)
+	defer m.stop(w)
 	return a.waitOn(ctx, p)
 }
 

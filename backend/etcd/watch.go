@@ -86,6 +86,12 @@ type keyWatch struct {
 	// ranged, if set, makes it a range watch of the keys under key, which
 	// reports to ranged instead of target.
 	ranged rangeTarget
+	// older, if set, makes it a watch of the claims older than older in
+	// the directory key, for the first delete of one of them: a counted
+	// claim's first waiter, which waits for any of need holders to go
+	// (watchrange.go).
+	older int64
+	need  int
 	// puts makes it a watch for any change of the incarnation: its delete,
 	// or a put that rewrites it (a counted waiter's predecessor recording
 	// its permit). The target hears keyDeleted for either.
@@ -273,7 +279,7 @@ func (m *mux) createLocked(s *wstream, w *keyWatch) {
 		Filters:       w.filters(),
 		WatchId:       w.id,
 	}
-	if w.ranged != nil {
+	if w.ranged != nil || w.older != 0 {
 		cr.RangeEnd = []byte(clientv3.GetPrefixRangeEnd(w.key))
 	}
 	s.out = append(s.out, &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: cr}})

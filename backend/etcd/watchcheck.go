@@ -138,7 +138,7 @@ func (m *mux) takeChecks() ([]gapCheck, []*keyWatch) {
 func (m *mux) checkGaps(gaps []gapCheck) error {
 	ops := make([]clientv3.Op, len(gaps))
 	for i, g := range gaps {
-		ops[i] = clientv3.OpGet(g.w.key, clientv3.WithKeysOnly(), clientv3.WithSerializable(), clientv3.WithRev(g.at))
+		ops[i] = g.w.checkOp(clientv3.WithSerializable(), clientv3.WithRev(g.at))
 	}
 	resp, err := m.read(ops)
 	revs := func(i int) int64 { return gaps[i].at }
@@ -149,7 +149,7 @@ func (m *mux) checkGaps(gaps []gapCheck) error {
 		// A member behind revision at, or past it by compaction: read
 		// the present instead, linearizably (at a revision >= every at).
 		for i, g := range gaps {
-			ops[i] = clientv3.OpGet(g.w.key, clientv3.WithKeysOnly())
+			ops[i] = g.w.checkOp()
 		}
 		if resp, err = m.read(ops); err != nil {
 			return err
@@ -182,7 +182,7 @@ func (m *mux) checkGaps(gaps []gapCheck) error {
 func (m *mux) checkCompacted(batch []*keyWatch) error {
 	ops := make([]clientv3.Op, len(batch))
 	for i, w := range batch {
-		ops[i] = clientv3.OpGet(w.key, clientv3.WithKeysOnly())
+		ops[i] = w.checkOp()
 	}
 	resp, err := m.read(ops)
 	if err != nil {
@@ -213,10 +213,27 @@ func (m *mux) checkCompacted(batch []*keyWatch) error {
 	return nil
 }
 
-// settleLocked applies a read of w's key at revision rev: it finishes w if
-// its incarnation is gone, and otherwise moves its resume revision past
-// rev. Called with m.mu held.
+// checkOp is the read that settles w (with opts, for its revision): its
+// key, or for a watch of older claims those claims (watchrange.go).
+func (w *keyWatch) checkOp(opts ...clientv3.OpOption) clientv3.Op {
+	if w.older != 0 {
+		return olderOp(w.key, w.older, opts...)
+	}
+	return clientv3.OpGet(w.key, append(opts, clientv3.WithKeysOnly())...)
+}
+
+// settleLocked applies a read of w's key at revision rev (its checkOp):
+// it finishes w if its incarnation is gone, or for a watch of older
+// claims if fewer than need are left, and otherwise moves its resume
+// revision past rev. Called with m.mu held.
 func (m *mux) settleLocked(w *keyWatch, kvs []*mvccpb.KeyValue, rev int64) (notice, bool) {
+	if w.older != 0 {
+		if len(kvs) < w.need {
+			return m.finishLocked(w, rev, nil), true
+		}
+		w.from = max(w.from, rev+1)
+		return notice{}, false
+	}
 	if len(kvs) == 0 || kvs[0].CreateRevision >= w.from || (w.puts && kvs[0].ModRevision >= w.from) {
 		return m.finishLocked(w, rev, nil), true
 	}

@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Range watches: every event of a directory, in revision order.
@@ -66,4 +67,33 @@ func (m *mux) rangeEventsLocked(w *keyWatch, evs []*mvccpb.Event) []notice {
 	}
 	w.from = evs[len(evs)-1].Kv.ModRevision + 1
 	return []notice{{w: w, evs: evs}}
+}
+
+// Watches of older claims: the first delete of one of a counted claim's
+// holders.
+//
+// A counted claim's first waiter has exactly n older claims ahead of it,
+// all holders, and is admitted once any of them goes. Rather than one
+// watch per holder (n creates and n cancels per admission), it watches
+// its queue directory for deletes (NOPUT), like a single-key watch for
+// its delete: created at etcd's current revision, ended by the first
+// delete at or above from. A read settles the gap before the create and
+// a compaction, as for a key (watchcheck.go): it lists the keys of the
+// claims older than the waiter (no claim older than it can join, so
+// their number only falls), and fewer than n means one went. A delete of
+// a newer claim (a waiter behind giving up) ends the watch as well; the
+// waiter's next read then finds all n holders still there and watches
+// again, which is rare and costs one round of the wait.
+
+// newOlderWatch returns a watch of dir for the first delete, at revision
+// from or later, of one of the need claims created before revision older.
+func newOlderWatch(dir string, older int64, need int, from int64, t watchTarget) *keyWatch {
+	return &keyWatch{key: dir, older: older, need: need, from: from, now: true, target: t}
+}
+
+// olderOp reads the keys of the claims in dir created before revision
+// older. (etcd counts before it filters by create revision: a count-only
+// read would count every claim, hence the keys.)
+func olderOp(dir string, older int64, opts ...clientv3.OpOption) clientv3.Op {
+	return clientv3.OpGet(dir, append(opts, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(older-1))...)
 }

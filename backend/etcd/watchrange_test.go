@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
@@ -63,7 +64,7 @@ func TestRangeWatchStreamsResumesAndReportsCompaction(t *testing.T) {
 	if n := e.streamCount(); n != 1 {
 		t.Fatalf("%d streams, want 1 shared by both watches", n)
 	}
-	if cr := e.creates(0)[0]; string(cr.RangeEnd) != "d0" || cr.StartRevision != before+1 || len(cr.Filters) != 0 {
+	if cr := rangeCreate(t, e, 0); string(cr.RangeEnd) != "d0" || cr.StartRevision != before+1 || len(cr.Filters) != 0 {
 		t.Fatalf("range create %v: want range [d/, d0) from %d, every event", cr, before+1)
 	}
 
@@ -75,7 +76,7 @@ func TestRangeWatchStreamsResumesAndReportsCompaction(t *testing.T) {
 	e.setOpenErr(nil)
 	rec.expect(t, fmt.Sprintf("put d/b %d", b), fmt.Sprintf("del d/a %d", da))
 	e.waitFor(t, func() bool { return len(e.createsLocked(1)) > 0 }, "the range watch created on the new stream")
-	if cr := e.creates(1)[0]; cr.StartRevision != dx+1 {
+	if cr := rangeCreate(t, e, 1); cr.StartRevision != dx+1 {
 		t.Fatalf("range watch created again from %d, want %d (after the last event delivered)", cr.StartRevision, dx+1)
 	}
 	c := e.put("d/c")
@@ -99,6 +100,19 @@ func TestRangeWatchStreamsResumesAndReportsCompaction(t *testing.T) {
 	none(t, rec.heard, "range watch after its compaction")
 }
 
+// rangeCreate returns the first create of a range watch on stream i.
+// (A new stream creates the live watches in no particular order.)
+func rangeCreate(t *testing.T, e *fakeEtcd, i int) *pb.WatchCreateRequest {
+	t.Helper()
+	for _, cr := range e.creates(i) {
+		if len(cr.RangeEnd) > 0 {
+			return cr
+		}
+	}
+	t.Fatalf("no range watch created on stream %d", i)
+	return nil
+}
+
 // Stopping a range watch cancels it on the stream: nothing more is heard.
 func TestRangeWatchStop(t *testing.T) {
 	tm := newTestMux(t)
@@ -118,4 +132,42 @@ func TestRangeWatchStop(t *testing.T) {
 	c := e.put("d/c")
 	other.expect(t, fmt.Sprintf("put d/b %d", b), fmt.Sprintf("put d/c %d", c))
 	none(t, rec.heard, "stopped range watch")
+}
+
+// A watch of the claims older than a counted waiter is one create for the
+// directory, deletes only; the read that settles its gap counts the older
+// claims (one gone: it fires at once); puts and the deletes below its
+// resume revision do not end it, the first delete at or above does.
+func TestOlderWatch(t *testing.T) {
+	tm := newTestMux(t)
+	e := tm.e
+	e.put("d/h1")
+	e.put("d/h2")
+	own := e.put("d/w")
+	from := e.rev + 1
+
+	// Deleted before the watch is created: the gap read finds it.
+	gone := e.del("d/h1")
+	early := newRecTarget()
+	tm.start(newOlderWatch("d/", own, 2, from, early))
+	if got := recv(t, early.deleted, "older watch after a delete in its gap"); got < gone {
+		t.Fatalf("older watch fired at %d, want >= %d", got, gone)
+	}
+	cr := e.creates(0)[0]
+	if string(cr.RangeEnd) != "d0" || cr.StartRevision != 0 || len(cr.Filters) != 1 {
+		t.Fatalf("older watch create %v: want range [d/, d0) at the current revision, deletes only", cr)
+	}
+
+	// All of the need older claims there: only a later delete ends it.
+	rec := newRecTarget()
+	tm.start(newOlderWatch("d/", own, 1, e.rev+1, rec))
+	e.waitFor(t, func() bool { return len(e.createsLocked(0)) == 2 }, "the second older watch")
+	e.put("d/x")      // a newer claim
+	e.rewrite("d/h2") // a holder's record
+	e.rewrite("d/w")  // ours
+	none(t, rec.deleted, "older watch after puts")
+	dh2 := e.del("d/h2")
+	if got := recv(t, rec.deleted, "older watch after the holder's delete"); got != dh2 {
+		t.Fatalf("older watch fired at %d, want %d", got, dh2)
+	}
 }
