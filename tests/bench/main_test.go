@@ -94,8 +94,9 @@ func serveEtcd() int {
 	return 0
 }
 
-// server is the etcd child shared by every benchmark of the run, started
-// by the first benchmark that needs it. Plain `go test` never starts it.
+// server is the etcd child shared by every benchmark and test of the run,
+// started by the first that needs it. Plain `go test` starts it only for
+// TestLockAllNoDeadlock, and `go test -short` never does.
 var server etcdChild
 
 type etcdChild struct {
