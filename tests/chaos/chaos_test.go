@@ -16,16 +16,19 @@ const ttl = 2 * time.Second
 
 var allFaults = []faultKind{faultLeaderKill, faultPartition, faultBlackhole, faultDelay, faultRevoke, faultFreeze}
 
-// TestChaos runs three workloads side by side for a minute of every kind
+// TestChaos runs four workloads side by side for a minute of every kind
 // of fault (or $ASHLOCK_SOAK): three holders in this process and three in
 // child processes on one lock (the mutex workload), five on a counted lock
-// of three permits, and three moving money between accounts with LockAll.
-// Then it requires: every history linearizable against the fenced-register
-// model (both of the mutex workload, each permit's, each account's), no
-// update lost and the accounts' total unchanged, no overlap in the strict
-// mutex model (per permit and per account too), tokens unique and in
-// order, no claim left, every workload making progress during the faults
-// and after them, and no goroutine left.
+// of three permits, three moving money between accounts with LockAll, and
+// three candidates in child processes running Election.Run, watched by an
+// observer in this process. Then it requires: every history linearizable
+// against the fenced-register model (both of the mutex workload, each
+// permit's, each account's, the election's register), no update lost and
+// the accounts' total unchanged, no overlap in the strict mutex model (per
+// permit and per account too), tokens unique and in order, terms writing
+// in increasing order and every term that wrote observed in order, no
+// claim left, every workload making progress during the faults and after
+// them, and no goroutine left.
 func TestChaos(t *testing.T) {
 	res := run(t, runConfig{
 		name: "chaos", seed: baseSeed(t), faultFor: faultPeriod(t), quiet: 6 * time.Second,
@@ -36,6 +39,7 @@ func TestChaos(t *testing.T) {
 		// let them be.
 		permits:  group{inProc: 4, children: 1},
 		transfer: group{inProc: 2, children: 1}, accounts: 6,
+		election: 3,
 	})
 	requireClean(t, res)
 	for _, k := range allFaults {
@@ -96,6 +100,37 @@ func TestChaosTransferFencingOffIsCaught(t *testing.T) {
 	}
 	if len(x.overlaps) != 0 || x.doneButValid != 0 || len(x.problems) != 0 || len(res.leftoverClaims) != 0 || len(res.problems) != 0 {
 		t.Errorf("transfer with fencing off: the parts that do not depend on the fence failed too: %v", res)
+	}
+	verifyNoLeaks(t)
+}
+
+// TestChaosElectionFencingOffIsCaught is the negative control of the
+// election workload: leaders that go on writing with their term for 2 s
+// after lead's context ended, at a register whose fence is off, while
+// the current leader's lease is revoked or its process frozen. The
+// register's history must be Illegal, lose an update or show an older
+// term writing after a newer one; the checks that do not depend on the
+// fence (the observer's, tokens, progress, claims left) must still pass.
+func TestChaosElectionFencingOffIsCaught(t *testing.T) {
+	res := run(t, runConfig{
+		name: "election-fencing-off", seed: baseSeed(t) + 3, faultFor: 15 * time.Second, quiet: 3 * time.Second,
+		fencing: false, hold: span{time.Second, 2 * time.Second}, election: 3, late: 2 * time.Second,
+		prof: profile{kinds: []faultKind{faultRevoke, faultFreeze}, ttl: ttl, targeted: true},
+	})
+	e := res.elect
+	if e.check != porcupine.Illegal && e.lost == 0 && len(e.outOfOrder) == 0 {
+		t.Errorf("election with fencing off: the checks found no violation (%v) over %v", e, res.faults)
+	}
+	if e.lateAdmitted == 0 {
+		t.Errorf("election with fencing off: no late write was made and admitted (%d made): the control did not run as meant", e.late)
+	}
+	t.Logf("election with fencing off: %d late writes admitted; register %s, %d lost updates, %d writes out of term order; over %v",
+		e.lateAdmitted, e.check, e.lost, len(e.outOfOrder), res.faults)
+	if e.viz != "" {
+		_ = os.Remove(e.viz) // the violation was the point
+	}
+	if len(e.backwards)+len(e.missed)+len(e.wrongOwner)+len(e.problems) != 0 || len(res.leftoverClaims) != 0 || len(res.problems) != 0 {
+		t.Errorf("election with fencing off: the parts that do not depend on the fence failed too: %v", res)
 	}
 	verifyNoLeaks(t)
 }
@@ -196,6 +231,9 @@ func requireClean(t *testing.T, res *runResult) {
 	}
 	if res.xfer != nil {
 		requireTransferClean(t, res.xfer)
+	}
+	if res.elect != nil {
+		requireElectionClean(t, res.elect)
 	}
 }
 

@@ -54,6 +54,12 @@ func (h *harness) check(t *testing.T, res *runResult, resrc *resource, regHist *
 		res.xfer = checkTransfer(res.cfg.name, h.bank, h.xferAcqs.snapshot(), healed)
 		res.xfer.holders = res.cfg.transfer
 	}
+	if res.cfg.election > 0 {
+		seen, problems := h.obs.snapshot()
+		res.elect = checkElection(res.cfg.name, h.elReg, h.elAcqs.snapshot(), seen, healed)
+		res.elect.candidates = res.cfg.election
+		res.elect.problems = append(res.elect.problems, problems...)
+	}
 	for _, ho := range h.holders {
 		n := ho.failedAcquires.Load()
 		switch {
@@ -67,8 +73,12 @@ func (h *harness) check(t *testing.T, res *runResult, resrc *resource, regHist *
 		}
 	}
 	for _, ch := range h.children {
-		if ch.workload == wlMutex {
+		switch ch.workload {
+		case wlMutex:
 			res.steps += ch.steps.Load()
+		case wlElection:
+			res.elect.late += ch.late.Load()
+			res.elect.lateAdmitted += ch.lateAdmitted.Load()
 		}
 	}
 }

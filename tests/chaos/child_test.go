@@ -26,8 +26,9 @@ type child struct {
 	route    *route
 
 	res     *resource
-	pool    *pool // the permits workload's registers
-	bank    *bank // the transfer workload's accounts
+	pool    *pool     // the permits workload's registers
+	bank    *bank     // the transfer workload's accounts
+	elReg   *resource // the election workload's register
 	regHist *history
 	acqs    *acquisitions
 	clk     clock
@@ -39,6 +40,10 @@ type child struct {
 	gone   chan struct{} // closed when the child's stdout ends
 	exited chan struct{} // closed when the process has been waited for
 	exitE  error
+
+	// Election leaders' writes after their term's context ended (the
+	// negative control), and how many of them the register admitted.
+	late, lateAdmitted atomic.Int64
 
 	steps  atomic.Int64 // from "bye"
 	bye    atomic.Bool
@@ -151,6 +156,12 @@ func (ch *child) serve() {
 			}
 			ok := r.write(ch.id, m.Token, m.Value, m.Tag)
 			ch.answer(message{T: "res", ID: m.ID, OK: ok})
+			if m.Kind == lateWrite {
+				ch.late.Add(1)
+				if ok {
+					ch.lateAdmitted.Add(1)
+				}
+			}
 		case "tread":
 			vs, ok := ch.bank.read(ch.id, m.Token, m.Keys)
 			ch.answer(message{T: "res", ID: m.ID, OK: ok, Values: vs})
@@ -189,11 +200,14 @@ func (ch *child) serve() {
 }
 
 // resource returns the resource a child's rread or rwrite names: the
-// mutex workload's for "", else a permit's register. An unknown name is a
-// protocol problem.
+// mutex workload's for "", the election's register, else a permit's
+// register. An unknown name is a protocol problem.
 func (ch *child) resource(name string) *resource {
 	if name == "" {
 		return ch.res
+	}
+	if ch.elReg != nil && name == ch.elReg.name {
+		return ch.elReg
 	}
 	if r := ch.pool.byName(name); r != nil {
 		return r

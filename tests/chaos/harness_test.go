@@ -31,6 +31,10 @@ type harness struct {
 	pool               *pool
 	bank               *bank
 	permAcqs, xferAcqs *acquisitions
+	// The election workload's register, terms and observer.
+	elReg  *resource
+	elAcqs *acquisitions
+	obs    *observer
 }
 
 // holderSpec says what one holder of a run does and where it runs.
@@ -42,13 +46,14 @@ type holderSpec struct {
 // holderSpecs lists a run's holders in ID order: the mutex workload's first
 // (in this process, then children, as before the other workloads existed,
 // so that a seed gives the mutex holders the same IDs and draws), then the
-// permits workload's, then the transfer workload's.
+// permits workload's, then the transfer workload's, then the election's
+// candidates (children only).
 func holderSpecs(cfg runConfig) []holderSpec {
 	var out []holderSpec
 	for _, g := range []struct {
 		wl string
 		g  group
-	}{{wlMutex, group{cfg.inProc, cfg.children}}, {wlPermits, cfg.permits}, {wlTransfer, cfg.transfer}} {
+	}{{wlMutex, group{cfg.inProc, cfg.children}}, {wlPermits, cfg.permits}, {wlTransfer, cfg.transfer}, {wlElection, group{0, cfg.election}}} {
 		for range g.g.inProc {
 			out = append(out, holderSpec{workload: g.wl})
 		}
@@ -88,10 +93,19 @@ func (h *harness) setup(t *testing.T, cfg runConfig) (clock, *resource, *history
 		}
 		h.routes = append(h.routes, r)
 	}
+	if cfg.election > 0 {
+		// The observer's route comes last: client faults may hit it too.
+		r, err := newRoute(h.sockDir, "obs", h.cl.Endpoints())
+		if err != nil {
+			return clk, nil, nil, nil, nil, 0, err
+		}
+		h.routes = append(h.routes, r)
+	}
 	resrc := newResource(clk, resourceName, cfg.fencing)
 	regHist, acqs := &history{}, &acquisitions{}
 	h.pool, h.permAcqs = newPool(clk, poolPermits, cfg.fencing), &acquisitions{}
 	h.bank, h.xferAcqs = newBank(clk, cfg.accounts, cfg.fencing), &acquisitions{}
+	h.elReg, h.elAcqs = newResource(clk, electionResource, cfg.fencing), &acquisitions{}
 	children := make(map[int]*child)
 	prefix := lockPrefix(cfg)
 	if h.inspect, err = etcd.New(h.admin, etcd.WithPrefix(prefix)); err != nil {
@@ -109,6 +123,13 @@ func (h *harness) setup(t *testing.T, cfg runConfig) (clock, *resource, *history
 	if cfg.transfer.children > 0 {
 		inj.revokeKeys = append(inj.revokeKeys, revokeTarget{"lease-revoke (LockAll)", h.bank.keys})
 	}
+	if cfg.election > 0 {
+		inj.revokeKeys = append(inj.revokeKeys, revokeTarget{"lease-revoke (election)", []string{electionName}})
+		// Watching before any candidate starts, so that no term escapes.
+		if h.obs, err = startObserver(ctx, h.routes[len(h.routes)-1], prefix, clk); err != nil {
+			return clk, nil, nil, nil, nil, 0, err
+		}
+	}
 
 	for i, sp := range specs {
 		fair := i%2 == 0
@@ -120,14 +141,16 @@ func (h *harness) setup(t *testing.T, cfg runConfig) (clock, *resource, *history
 		case wlTransfer:
 			// The locker's own key is not used: each hold is a LockAll.
 			wacqs, key, wl = h.xferAcqs, accountPrefix, transferWorkload{bank: h.bank}
+		case wlElection:
+			wacqs, key = h.elAcqs, electionName
 		}
 		if sp.child {
-			ch := &child{id: i, workload: sp.workload, route: h.routes[i], res: resrc, pool: h.pool, bank: h.bank, regHist: regHist, acqs: wacqs, clk: clk,
+			ch := &child{id: i, workload: sp.workload, route: h.routes[i], res: resrc, pool: h.pool, bank: h.bank, elReg: h.elReg, regHist: regHist, acqs: wacqs, clk: clk,
 				onAcq: inj.acquired, onRead: inj.childServed}
 			err := startChild(ch, workerConfig{
 				ID: i, Endpoints: h.routes[i].endpoints(), Prefix: prefix, Key: key, RegKey: regKey,
 				TTL: cfg.prof.ttl, Fair: fair, Seed: cfg.seed, MinHold: cfg.hold.min, MaxHold: cfg.hold.max,
-				Workload: sp.workload, Permits: poolPermits, Accounts: h.bank.keys,
+				Workload: sp.workload, Permits: poolPermits, Accounts: h.bank.keys, Late: cfg.late,
 			})
 			if err != nil {
 				return clk, nil, nil, nil, nil, 0, err
@@ -179,6 +202,13 @@ func (h *harness) stopHolders() []error {
 	var errs []error
 	for _, ch := range h.children {
 		if err := ch.stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if h.obs != nil {
+		// The candidates have stopped: the observer must now see the last
+		// term that wrote, then nobody leading.
+		if err := h.obs.stop(lastTerm(h.elReg)); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -24,10 +24,14 @@ const workerEnv = "ASHLOCK_CHAOS_WORKER"
 //
 //	child → parent
 //	  ready   connected, about to start
-//	  acq     acquired: tok, stamp, permit p, keys
+//	  acq     acquired: tok, stamp, permit p, keys (an election
+//	          candidate: lead was called for term tok)
 //	  rread   read the resource with tok (answer: res); res names a
-//	          permit's register, or is empty for the mutex workload's
-//	  rwrite  write v with tag to the resource with tok (answer: res)
+//	          permit's register or the election's, or is empty for the
+//	          mutex workload's
+//	  rwrite  write v with tag to the resource with tok (answer: res);
+//	          k is "late" for an election leader's write after its term's
+//	          context ended
 //	  tread   read the balances of the accounts keys with tok (answer:
 //	          res with vs)
 //	  twrite  write balances vs to the accounts keys with tok and tag
@@ -58,6 +62,10 @@ type workerConfig struct {
 	Workload string   `json:"workload,omitempty"`
 	Permits  int      `json:"permits,omitempty"`
 	Accounts []string `json:"accounts,omitempty"`
+	// Late, for wlElection (Key is then the election), makes a leader go
+	// on writing for that long after its term's context ended (the
+	// negative control).
+	Late time.Duration `json:"late,omitempty"`
 }
 
 type message struct {

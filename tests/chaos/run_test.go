@@ -26,12 +26,14 @@ type runConfig struct {
 	fencing  bool          // the resource fences reads and writes
 	hold     span          // how long a holder keeps the lock each time
 	prof     profile
-	// The holders above run the mutex workload; these run the permits
-	// and transfer workloads (see permits_test.go, transfer_test.go)
-	// under the same faults.
+	// The holders above run the mutex workload; these run the permits,
+	// transfer and election workloads (see permits_test.go,
+	// transfer_test.go, election_test.go) under the same faults.
 	permits  group
 	transfer group
-	accounts int // the transfer workload's accounts
+	accounts int           // the transfer workload's accounts
+	election int           // candidates, each in a child process
+	late     time.Duration // election leaders write this long after their term (control)
 }
 
 // group is how many holders run a workload, in this process and in child
@@ -65,6 +67,7 @@ type runResult struct {
 	clusterFaults, clientFlt []fault
 	perm                     *permitsResult  // nil without permits holders
 	xfer                     *transferResult // nil without transfer holders
+	elect                    *electionResult // nil without candidates
 }
 
 // mutexRun reports whether the run has holders of the mutex workload.
@@ -86,6 +89,9 @@ func (r *runResult) violations() int {
 	if r.xfer != nil {
 		n += r.xfer.violations()
 	}
+	if r.elect != nil {
+		n += r.elect.violations()
+	}
 	return n
 }
 
@@ -100,6 +106,9 @@ func (r *runResult) String() string {
 	}
 	if r.xfer != nil {
 		s += "; " + r.xfer.String()
+	}
+	if r.elect != nil {
+		s += "; " + r.elect.String()
 	}
 	return s + fmt.Sprintf("; violations in all: %d; took %v", r.violations(), r.elapsed.Round(time.Second))
 }

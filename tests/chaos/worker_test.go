@@ -138,6 +138,10 @@ func (w *worker) call(m message) (message, error) {
 }
 
 func (w *worker) run(ctx context.Context) {
+	if w.cfg.Workload == wlElection {
+		w.runElection(ctx)
+		return
+	}
 	for ctx.Err() == nil {
 		actx, cancel := context.WithTimeout(ctx, acquireTimeout)
 		var hd held

@@ -10,6 +10,7 @@ const (
 	wlMutex    = ""
 	wlPermits  = "permits"
 	wlTransfer = "transfer"
+	wlElection = "election" // children only: see election_test.go
 )
 
 // A workload is what a holder does with a lock: which lock it takes each

@@ -1,0 +1,256 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// electionResult is what the election workload's checks found.
+type electionResult struct {
+	candidates   int
+	terms        int // calls of lead (terms that began leading)
+	afterFaults  int // of them, after the faults ended
+	ops, refused int // register operations; refused by the fence
+	writes       int // writes the register applied
+	check        porcupine.CheckResult
+	viz          string
+	lost, acked  int // lost updates; of them acknowledged
+	// Terms whose writes the register admitted, in the order of their
+	// first write; how many wrote while faults were injected and after.
+	wrote                   []uint64
+	wroteDuring, wroteAfter int
+	// The observer: states yielded, distinct terms among them, terms that
+	// wrote before the observer had yielded them and the longest such
+	// lead of a first write over its term's yield.
+	observed, observedTerms int
+	writeFirst              int
+	writeLead               time.Duration
+	// Late writes (the negative control): made after lead's context had
+	// ended, and admitted by the register.
+	late, lateAdmitted int64
+
+	outOfOrder []string // a write by an older term after a newer term's
+	backwards  []string // Observe yielded a term below one it had yielded, or one that had ended
+	missed     []string // a term that wrote and was not observed, or out of order
+	wrongOwner []string // Observe named the wrong owner or value for a term
+	problems   []string // tokens, liveness, the observer's own trouble
+}
+
+func (r *electionResult) violations() int {
+	n := r.lost + len(r.outOfOrder) + len(r.backwards) + len(r.missed) + len(r.wrongOwner) + len(r.problems)
+	if r.check != porcupine.Ok {
+		n++
+	}
+	return n
+}
+
+func (r *electionResult) String() string {
+	return fmt.Sprintf("election (%d candidate processes): %d terms led (%d after the faults), %d of them wrote (%d during the faults, %d after); "+
+		"register: %d ops (%d refused by the fence), %d writes applied, %s, %d lost updates (%d acknowledged); "+
+		"late writes %d (%d admitted); writes out of term order: %d; "+
+		"observer: %d states, %d terms (%d terms wrote before they were observed, by up to %v); "+
+		"backwards: %d; missed: %d; wrong owner: %d; other problems: %d",
+		r.candidates, r.terms, r.afterFaults, len(r.wrote), r.wroteDuring, r.wroteAfter,
+		r.ops, r.refused, r.writes, r.check, r.lost, r.acked,
+		r.late, r.lateAdmitted, len(r.outOfOrder),
+		r.observed, r.observedTerms, r.writeFirst, r.writeLead,
+		len(r.backwards), len(r.missed), len(r.wrongOwner), len(r.problems))
+}
+
+// checkElection runs the election workload's checks: the register's
+// history against the fenced-register model and for lost updates; terms
+// that wrote in increasing order; the observer's stream never backwards,
+// naming the right owners, and containing, in order, every term that
+// wrote.
+//
+// The last check assumes nothing was compacted: etcd's Observe may miss
+// changes inside a compacted gap (DESIGN section 9). The suite never
+// compacts - no fault does, and the embedded members run without
+// auto-compaction - and a compaction would make the check of the mutex
+// workload's register fail too, which reads etcd's history from the run's
+// first revision.
+func checkElection(name string, reg *resource, acqs []acquisition, seen []observed, healed int64) *electionResult {
+	res := &electionResult{terms: len(acqs)}
+	record := reg.record()
+	hist := reg.hist.snapshot()
+	ops, problems := resolve(hist, record)
+	res.problems = append(res.problems, problems...)
+	res.ops, res.writes = len(ops), len(record)
+	for _, o := range ops {
+		if o.out.status == statusStale {
+			res.refused++
+		}
+	}
+	res.check, res.viz = linearizable(name+"-election", fencedRegister(true), ops)
+	res.lost, res.acked = lostUpdates(record, ops)
+
+	var firstWrite map[uint64]int64
+	res.wrote, firstWrite, res.outOfOrder = writtenTerms(record, hist)
+	for _, t := range res.wrote {
+		if firstWrite[t] <= healed {
+			res.wroteDuring++
+		} else {
+			res.wroteAfter++
+		}
+	}
+	if res.wroteDuring == 0 {
+		res.problems = append(res.problems, "election: no term wrote while faults were injected")
+	}
+	if res.wroteAfter == 0 {
+		res.problems = append(res.problems, "election: no term wrote after the faults ended")
+	}
+	for _, a := range acqs {
+		if a.returned > healed {
+			res.afterFaults++
+		}
+	}
+	res.problems = append(res.problems, tokenAndStampProblems(acqs)...)
+
+	res.observed = len(seen)
+	res.backwards = observedBackwards(seen)
+	res.missed = missedTerms(res.wrote, seen)
+	res.wrongOwner = wrongOwners(seen, acqs)
+	yielded := make(map[uint64]int64)
+	for _, s := range seen {
+		if _, ok := yielded[s.token]; !ok && s.token != 0 {
+			yielded[s.token] = s.at
+		}
+	}
+	res.observedTerms = len(yielded)
+	for _, t := range res.wrote {
+		if at, ok := yielded[t]; ok && at > firstWrite[t] {
+			res.writeFirst++
+			res.writeLead = max(res.writeLead, time.Duration(at-firstWrite[t]))
+		}
+	}
+	return res
+}
+
+// writtenTerms returns the terms whose writes the register applied, in
+// the order of the register's record, with when each first returned from
+// an applied write; and every applied write by a term older than one that
+// had written before it. (Consecutive writes of one term are one entry.)
+func writtenTerms(record []applied, hist []op) (terms []uint64, first map[uint64]int64, outOfOrder []string) {
+	byTag := make(map[string]op, len(hist))
+	for _, o := range hist {
+		if o.in.kind == opWrite {
+			byTag[o.in.tag] = o
+		}
+	}
+	first = make(map[uint64]int64)
+	var newest uint64
+	for _, a := range record {
+		o := byTag[a.tag]
+		t := o.in.token
+		if t < newest {
+			outOfOrder = append(outOfOrder, fmt.Sprintf("write %s by term %d applied after term %d had written", a.tag, t, newest))
+			continue
+		}
+		if t > newest {
+			terms = append(terms, t)
+			first[t] = o.ret
+			newest = t
+		}
+	}
+	return terms, first, outOfOrder
+}
+
+// observedBackwards checks the observer's stream: no term below the
+// highest yielded so far, and no term yielded again once another state
+// (another term, or nobody) had followed it - a term that has ended never
+// comes back.
+func observedBackwards(seen []observed) []string {
+	var out []string
+	ended := make(map[uint64]bool)
+	var highest, prev uint64
+	for i, s := range seen {
+		if i > 0 && prev != 0 && s.token != prev {
+			ended[prev] = true
+		}
+		switch {
+		case s.token == 0:
+		case s.token < highest:
+			out = append(out, fmt.Sprintf("Observe yielded term %d after term %d (state %d)", s.token, highest, i))
+		case ended[s.token]:
+			out = append(out, fmt.Sprintf("Observe yielded term %d again after it had ended (state %d)", s.token, i))
+		}
+		highest, prev = max(highest, s.token), s.token
+	}
+	return out
+}
+
+// missedTerms checks that every term that wrote appears among the terms
+// Observe yielded, in the same order.
+func missedTerms(wrote []uint64, seen []observed) []string {
+	var tokens []uint64
+	for _, s := range seen {
+		if s.token != 0 && (len(tokens) == 0 || tokens[len(tokens)-1] != s.token) {
+			tokens = append(tokens, s.token)
+		}
+	}
+	var out []string
+	i := 0
+	for _, t := range wrote {
+		if k := slices.Index(tokens[i:], t); k >= 0 {
+			i += k + 1
+			continue
+		}
+		if slices.Contains(tokens, t) {
+			out = append(out, fmt.Sprintf("term %d wrote, but Observe yielded it out of order", t))
+		} else {
+			out = append(out, fmt.Sprintf("term %d wrote, but Observe never yielded it", t))
+		}
+	}
+	return out
+}
+
+// wrongOwners checks that each term Observe yielded carries the owner
+// label and value of the candidate that led it (known for the terms whose
+// lead was called).
+func wrongOwners(seen []observed, acqs []acquisition) []string {
+	who := make(map[uint64]int, len(acqs))
+	for _, a := range acqs {
+		who[a.token] = a.holder
+	}
+	var out []string
+	for _, s := range seen {
+		id, ok := who[s.token]
+		if !ok {
+			continue
+		}
+		wantOwner, wantValue := fmt.Sprintf("%s%d", childOwner, id), candidateValue(id)
+		if s.owner != wantOwner || s.value != wantValue {
+			out = append(out, fmt.Sprintf("Observe named term %d %q with value %q; candidate %d led it (%q, %q)",
+				s.token, s.owner, s.value, id, wantOwner, wantValue))
+		}
+	}
+	return out
+}
+
+// requireElectionClean fails t with every violation the election
+// workload's checks found.
+func requireElectionClean(t interface {
+	Helper()
+	Errorf(string, ...any)
+}, e *electionResult) {
+	t.Helper()
+	if e.check != porcupine.Ok {
+		t.Errorf("election register history: %s (visualization: %s)", e.check, e.viz)
+	}
+	if e.lost != 0 {
+		t.Errorf("election register: %d lost updates (%d acknowledged)", e.lost, e.acked)
+	}
+	for _, group := range [][]string{e.outOfOrder, e.backwards, e.missed, e.wrongOwner, e.problems} {
+		for i, s := range group {
+			if i == 10 {
+				t.Errorf("... and %d more like it", len(group)-10)
+				break
+			}
+			t.Errorf("election: %s", strings.TrimPrefix(s, "election: "))
+		}
+	}
+}

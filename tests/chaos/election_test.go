@@ -1,0 +1,106 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+)
+
+// The election workload: candidates in child processes run
+// Election.Run on electionName. Each call of lead reports its term to
+// the parent (an "acq" message) and then, until its context ends or its
+// hold (drawn like the other holders') is over, does read-modify-writes
+// on the election's register - a fenced resource in the parent process,
+// reached over the pipe - with the term as its token. A leader whose read
+// the fence refuses knows its term is over and returns. When lead returns
+// nil Run resigns and campaigns again at the back of the queue, so terms
+// change without faults too. An observer in this process (observer_test.go)
+// records every Leader that Election.Observe yields.
+//
+// With workerConfig.Late set (the negative control) a leader whose
+// context ended goes on writing with its old term for that long: exactly
+// what lead's context and the term's token are there to prevent.
+
+const (
+	// electionName is the election (a lock key; it contains '/').
+	electionName = "elections/scheduler"
+	// electionResource names the election's register, for the fence and
+	// for the children's rread/rwrite messages.
+	electionResource = "elections/scheduler:register"
+)
+
+// candidateValue is the value candidate id publishes while it leads.
+func candidateValue(id int) string { return fmt.Sprintf("candidate-%d", id) }
+
+// runElection is a child candidate's loop: Run until the parent says stop.
+func (w *worker) runElection(ctx context.Context) {
+	el := w.lk.client.Election(w.cfg.Key).WithOwner(w.lk.owner)
+	value := []byte(candidateValue(w.cfg.ID))
+	for ctx.Err() == nil {
+		err := el.Run(ctx, value, func(lctx context.Context, term uint64) error {
+			return w.lead(ctx, lctx, term)
+		})
+		if ctx.Err() == nil {
+			// Run returns early only for lead's error (the parent is
+			// gone) or a closed client: say so, and try again shortly.
+			fmt.Fprintf(os.Stderr, "worker %d: Run: %v\n", w.cfg.ID, err)
+			w.pause(ctx, retryPause)
+		}
+	}
+}
+
+// lead is the candidate's lead function for term. ctx is the worker's,
+// lctx the term's.
+func (w *worker) lead(ctx, lctx context.Context, term uint64) error {
+	if err := w.io.send(message{T: "acq", Token: term}); err != nil {
+		return err
+	}
+	until := time.Now().Add(span{w.cfg.MinHold, w.cfg.MaxHold}.draw(w.rng))
+	for first := true; first || time.Now().Before(until); first = false {
+		if lctx.Err() != nil {
+			break
+		}
+		refused, err := w.electionStep(lctx, term, false)
+		if err != nil {
+			return err
+		}
+		w.steps++
+		if refused {
+			return nil // a newer term has been at the register
+		}
+	}
+	if w.cfg.Late <= 0 || lctx.Err() == nil {
+		return nil
+	}
+	// The negative control: the term is over and this leader does not
+	// care. Bounded by Late and by the worker's own end.
+	lateUntil := time.Now().Add(w.cfg.Late)
+	for time.Now().Before(lateUntil) && ctx.Err() == nil {
+		if _, err := w.electionStep(ctx, term, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// electionStep is one read-modify-write on the election's register with
+// the term as token. It reports whether the fence refused the read. Like
+// the other workloads it does not look at its context between the read
+// and the write: the write after a pause there is what fencing is for.
+func (w *worker) electionStep(ctx context.Context, term uint64, late bool) (refused bool, err error) {
+	r, err := w.call(message{T: "rread", Res: electionResource, Token: term})
+	if err != nil || !r.OK {
+		return err == nil, err
+	}
+	w.work(ctx)
+	kind := ""
+	if late {
+		kind = lateWrite
+	}
+	_, err = w.call(message{T: "rwrite", Res: electionResource, Token: term, Value: r.Value + 1, Tag: w.nextTag(), Kind: kind})
+	return false, err
+}
+
+// lateWrite marks an rwrite made after lead's context ended (Kind).
+const lateWrite = "late"
