@@ -34,12 +34,16 @@ const lockAllKeys = 8
 //     Session, the peer of table 1;
 //   - recipe-rlock: RLock + RUnlock of etcd's
 //     client/v3/experimental/recipes RWMutex on a reused Session, the peer
-//     of the shared cycle.
+//     of the shared cycle;
+//   - raw-claims-8 and raw-claims-1: the least etcd work for taking n free
+//     keys at once and giving them back (floor_test.go); their ratio is
+//     the floor under lockall-8/exclusive.
 //
 // Metrics: "<impl>-ns/cycle" and "<impl>-rpcs/cycle" (requests sent per
 // cycle, lease keep-alives excepted), and the ratios "shared/exclusive",
 // "lockall-8/exclusive", "lockall-2/exclusive", "exclusive/exclusive-twin",
-// "exclusive/etcd-mutex" and "shared/recipe-rlock". ns/op is the time of
+// "exclusive/etcd-mutex", "shared/recipe-rlock" and
+// "raw-claims-8/raw-claims-1". ns/op is the time of
 // one round of turns and means nothing by itself.
 //
 // Each ashlock cycle checks once, before the measurement, that the lock is
@@ -55,6 +59,8 @@ func BenchmarkKindsInterleaved(b *testing.B) {
 		{"lockall-2", lockAllCycle(2)},
 		{"etcd-mutex", mutexCycle},
 		{"recipe-rlock", recipeRLockCycle},
+		{"raw-claims-8", rawClaimsCycle(lockAllKeys)},
+		{"raw-claims-1", rawClaimsCycle(1)},
 	}
 	ns := interleave(b, impls)
 	ratio := func(x, y int) { b.ReportMetric(ns[x]/ns[y], impls[x].name+"/"+impls[y].name) }
@@ -64,6 +70,7 @@ func BenchmarkKindsInterleaved(b *testing.B) {
 	ratio(0, 1) // the control
 	ratio(0, 5) // exclusive/etcd-mutex
 	ratio(2, 6) // shared/recipe-rlock
+	ratio(7, 8) // the floor of lockall-8/exclusive: raw-claims-8/raw-claims-1
 }
 
 // namedCycle is one implementation of BenchmarkKindsInterleaved.
