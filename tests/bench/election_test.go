@@ -149,7 +149,9 @@ func etcdElection(b *testing.B, n int) electionSetup {
 	return s
 }
 
-// electionImpls are the implementations every election benchmark compares.
+// electionImpls are the implementations every election benchmark
+// compares; ashlock first (BenchmarkElectionFailoverInterleaved's ratios
+// divide the first's figures by the second's).
 var electionImpls = []struct {
 	name  string
 	setup electionImpl
@@ -261,48 +263,134 @@ func BenchmarkElectionFailover(b *testing.B) {
 
 func benchResign(b *testing.B, s electionSetup, settle time.Duration) {
 	ctx, cancel := context.WithCancel(runCtx(b))
-	n := len(s.cands)
-	cs := newCampaigns(ctx, s.cands)
+	r := newResigns(ctx, s)
 	defer func() {
 		cancel() // ends the campaigns still waiting
-		cs.wg.Wait()
+		r.cs.wg.Wait()
 	}()
-	seq := 0
-	value := func() string { seq++; return fmt.Sprint("v", seq) }
-
-	if _, err := s.cands[0].campaign(ctx, value()); err != nil {
+	if err := r.fill(); err != nil {
 		b.Fatal(err)
 	}
-	for i := 1; i < n; i++ {
-		cs.start(i, value())
-		if err := s.queued(ctx, i+1); err != nil {
-			b.Fatal(err)
-		}
-	}
 	time.Sleep(settle) // the scenario: a successor in line for this long
-	leader := 0
 	var lat []time.Duration
 	for b.Loop() {
 		for range resignTrials {
-			next := (leader + 1) % n
-			start := time.Now()
-			if err := s.cands[leader].resign(ctx); err != nil {
-				b.Fatalf("candidate %d: resign: %v", leader, err)
-			}
-			r, err := cs.next(next)
+			d, err := r.trial()
 			if err != nil {
 				b.Fatal(err)
 			}
-			lat = append(lat, r.at.Sub(start))
-			cs.start(leader, value())
-			if err := s.queued(ctx, n); err != nil {
-				b.Fatal(err)
-			}
+			lat = append(lat, d)
 			time.Sleep(settle)
-			leader = next
 		}
 	}
 	reportLatencies(b, "", lat)
+}
+
+// resigns runs the trials of BenchmarkElectionFailover on one election.
+type resigns struct {
+	ctx    context.Context
+	s      electionSetup
+	cs     *campaigns
+	leader int
+	seq    int
+}
+
+func newResigns(ctx context.Context, s electionSetup) *resigns {
+	return &resigns{ctx: ctx, s: s, cs: newCampaigns(ctx, s.cands)}
+}
+
+func (r *resigns) value() string {
+	r.seq++
+	return fmt.Sprint("v", r.seq)
+}
+
+// fill elects candidate 0 and puts the others in line, in order.
+func (r *resigns) fill() error {
+	if _, err := r.s.cands[0].campaign(r.ctx, r.value()); err != nil {
+		return err
+	}
+	for i := 1; i < len(r.s.cands); i++ {
+		r.cs.start(i, r.value())
+		if err := r.s.queued(r.ctx, i+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// trial has the leader resign and returns the time from just before the
+// call to the return of its successor's Campaign; the resigner is back in
+// line when it returns.
+func (r *resigns) trial() (time.Duration, error) {
+	n := len(r.s.cands)
+	next := (r.leader + 1) % n
+	start := time.Now()
+	if err := r.s.cands[r.leader].resign(r.ctx); err != nil {
+		return 0, fmt.Errorf("candidate %d: resign: %w", r.leader, err)
+	}
+	res, err := r.cs.next(next)
+	if err != nil {
+		return 0, err
+	}
+	r.cs.start(r.leader, r.value())
+	if err := r.s.queued(r.ctx, n); err != nil {
+		return 0, err
+	}
+	r.leader = next
+	return res.at.Sub(start), nil
+}
+
+// BenchmarkElectionFailoverInterleaved is BenchmarkElectionFailover with
+// settled successors, both implementations in one sub-benchmark taking
+// turns trial by trial (which goes first alternates), so that on a busy
+// machine both meet the same slow and fast stretches. After each pair of
+// trials, electionSettle passes (untimed) before the next. Metrics:
+// <impl>-p50-ms, <impl>-p99-ms and <impl>-max-ms over every trial of the
+// run, and p50-ratio and p99-ratio, ashlock's divided by etcd-election's
+// (target: at most 1).
+func BenchmarkElectionFailoverInterleaved(b *testing.B) {
+	for _, n := range candidateCounts {
+		b.Run(fmt.Sprintf("candidates=%d", n), func(b *testing.B) {
+			ctx, cancel := context.WithCancel(runCtx(b))
+			var rs []*resigns
+			defer func() {
+				cancel()
+				for _, r := range rs {
+					r.cs.wg.Wait()
+				}
+			}()
+			for _, im := range electionImpls {
+				r := newResigns(ctx, im.setup(b, n))
+				rs = append(rs, r)
+				if err := r.fill(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			time.Sleep(electionSettle)
+			lat := make([][]time.Duration, len(rs))
+			turn := 0
+			for b.Loop() {
+				for range resignTrials {
+					for k := range rs {
+						i := (turn + k) % len(rs)
+						d, err := rs[i].trial()
+						if err != nil {
+							b.Fatalf("%s: %v", electionImpls[i].name, err)
+						}
+						lat[i] = append(lat[i], d)
+					}
+					turn++
+					time.Sleep(electionSettle)
+				}
+			}
+			for i, im := range electionImpls {
+				reportLatencies(b, im.name+"-", lat[i])
+			}
+			for _, p := range []float64{0.50, 0.99} {
+				b.ReportMetric(float64(percentile(lat[0], p))/float64(percentile(lat[1], p)), fmt.Sprintf("p%.0f-ratio", 100*p))
+			}
+		})
+	}
 }
 
 // reportLatencies reports the p50, p99 and maximum of lat in milliseconds,
