@@ -90,7 +90,7 @@ func TestObserveFollowsEveryChange(t *testing.T) {
 		t.Fatal("ExpireKey found no holder")
 	}
 	<-g2.Done()
-	lines := observedLines(t, f, 6)
+	observedLines(t, f, 6)
 
 	f.sigs <- syscall.SIGTERM
 	if code := f.wait(codec); code != exitOK {
@@ -110,7 +110,7 @@ func TestObserveFollowsEveryChange(t *testing.T) {
 		fmt.Sprintf(`leader owner=node-2 token=%d since=*`, term2),
 		"no leader",
 	}
-	lines = strings.Split(strings.TrimSuffix(f.stdout.String(), "\n"), "\n")
+	lines := strings.Split(strings.TrimSuffix(f.stdout.String(), "\n"), "\n")
 	if len(lines) != len(want) {
 		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), f.stdout)
 	}
