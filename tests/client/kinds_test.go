@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ash-lock/ashlock"
+	"github.com/ash-lock/ashlock/tests/etcdtest"
 )
 
 // lockKinds are the kinds of lock a builder makes on etcd; every guarantee
@@ -140,4 +141,31 @@ func TestEveryKindUnlockRemovesOnlyItsOwnClaim(t *testing.T) {
 // live in the directory "claims/<key with '/' escaped as %2F>/".
 func isClaimOf(k, key string) bool {
 	return strings.Contains(k, "claims/"+strings.ReplaceAll(key, "/", "%2F")+"/")
+}
+
+// Guarantee 3 for every kind on etcd: with etcd stopped, every guard is
+// poisoned at the conservative local deadline, before its lease can have
+// expired on the server.
+func TestEveryKindPoisonedAtLocalDeadlineWhileEtcdIsDown(t *testing.T) {
+	c := etcdtest.Start(t)
+	ctx := testCtx(t)
+	guards := make([]*ashlock.Guard, len(lockKinds))
+	for i, kind := range lockKinds {
+		// A prefix each: the kinds use the same key names.
+		lc := connect(t, c, uniquePrefix(t), ashlock.LockConfig{DefaultTTL: 3 * time.Second})
+		g, err := kind.build(lc).Acquire(ctx)
+		require.NoError(t, err, kind.name)
+		guards[i] = g
+	}
+	start := time.Now()
+	c.StopMember(0)
+	for i, g := range guards {
+		select {
+		case <-g.Done():
+		case <-time.After(waitBound):
+			t.Fatalf("%s: guard still valid %v after etcd stopped (TTL 3s)", lockKinds[i].name, waitBound)
+		}
+		assert.ErrorIs(t, g.Err(), ashlock.ErrLeaseExpired, lockKinds[i].name)
+	}
+	assert.Less(t, time.Since(start), 3*time.Second, "poisoned after the lease could have expired")
 }
