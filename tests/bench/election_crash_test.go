@@ -19,6 +19,8 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
+	"github.com/ash-lock/ashlock"
+	"github.com/ash-lock/ashlock/backend/etcd"
 	"github.com/ash-lock/ashlock/fencing"
 )
 
@@ -27,7 +29,7 @@ import (
 const crashTrials = 10
 
 // The leader process of BenchmarkElectionCrash is this test binary run
-// again with TestElectionCrashChild only and these variables set.
+// again with these variables set (see crashChild).
 const (
 	crashChildEnv    = "ASHLOCK_BENCH_ELECTION_LEADER" // the implementation: ashlock or etcd-election
 	crashEndpointEnv = "ASHLOCK_BENCH_ELECTION_ENDPOINT"
@@ -42,7 +44,7 @@ const crashResource = "register"
 
 // BenchmarkElectionCrash measures failover after the leader's process is
 // killed: a leader campaigns in a child process (this test binary again,
-// see TestElectionCrashChild) and reports its term, a candidate in this
+// see crashChild) and reports its term, a candidate in this
 // process campaigns behind it, and once its key is in line and
 // electionSettle has passed, and then a random time up to electionTTL
 // (untimed, so that the crash falls anywhere in the leader's renewal
@@ -160,7 +162,7 @@ func startLeader(ctx context.Context, impl, endpoint, prefix string) (*leaderChi
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, exe, "-test.run=^TestElectionCrashChild$", "-test.bench=^$", "-test.count=1")
+	cmd := exec.CommandContext(ctx, exe)
 	cmd.Env = append(os.Environ(), crashChildEnv+"="+impl, crashEndpointEnv+"="+endpoint, crashPrefixEnv+"="+prefix)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -210,14 +212,13 @@ func (c *leaderChild) reap() {
 	_ = c.cmd.Wait()
 }
 
-// TestElectionCrashChild is the leader process of BenchmarkElectionCrash:
-// it campaigns, prints its term and holds on until it is killed (or its
-// standard input ends, when the benchmark died). Run by itself it skips.
-func TestElectionCrashChild(t *testing.T) {
-	impl := os.Getenv(crashChildEnv)
-	if impl == "" {
-		t.Skip("only runs as the leader process of BenchmarkElectionCrash")
-	}
+// crashChild is the leader process of BenchmarkElectionCrash: this test
+// binary run again with crashChildEnv set (see TestMain). It campaigns,
+// reports its term on stdout, and leads until it is killed; if the
+// benchmark goes away first (stdin closes) it exits without a word, like a
+// crash. It returns the exit code of a failure before it leads.
+func crashChild(impl string) int {
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "election leader:", err); return 2 }
 	ctx, cancel := context.WithTimeout(context.Background(), electionWait)
 	defer cancel()
 	cli, err := clientv3.New(clientv3.Config{
@@ -226,37 +227,44 @@ func TestElectionCrashChild(t *testing.T) {
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {
-		t.Fatal(err)
+		return fail(err)
 	}
 	prefix := os.Getenv(crashPrefixEnv)
 	var term uint64
 	var keep any // what must stay reachable while leading
 	switch impl {
 	case "ashlock":
-		c, _ := newAshlock(t, cli, prefix)
+		be, err := etcd.New(cli, etcd.WithPrefix(prefix))
+		if err != nil {
+			return fail(err)
+		}
+		c, err := ashlock.ConnectWith(ctx, ashlock.LockConfig{Logger: quiet}, be)
+		if err != nil {
+			return fail(err)
+		}
 		g, err := c.Election(electionName).WithTTL(electionTTL).Campaign(ctx, []byte("crashing"))
 		if err != nil {
-			t.Fatal(err)
+			return fail(err)
 		}
 		if term, err = g.FencingToken(); err != nil {
-			t.Fatal(err)
+			return fail(err)
 		}
 		keep = g // a guard that becomes unreachable is released
 	case "etcd-election":
 		sess, err := concurrency.NewSession(cli, concurrency.WithTTL(int(electionTTL/time.Second)))
 		if err != nil {
-			t.Fatal(err)
+			return fail(err)
 		}
 		el := concurrency.NewElection(sess, prefix)
 		if err := el.Campaign(ctx, "crashing"); err != nil {
-			t.Fatal(err)
+			return fail(err)
 		}
 		term, keep = uint64(el.Rev()), el
 	default:
-		t.Fatalf("unknown implementation %q", impl)
+		return fail(fmt.Errorf("unknown implementation %q", impl))
 	}
 	fmt.Printf("%s%d\n", crashTermLine, term)
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	runtime.KeepAlive(keep)
-	os.Exit(1) // the benchmark is gone: leave without a word, like a crash
+	return 1 // the benchmark is gone: leave without a word, like a crash
 }

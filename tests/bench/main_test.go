@@ -51,6 +51,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(serveEnv) == serveValue {
 		os.Exit(serveEtcd())
 	}
+	if impl := os.Getenv(crashChildEnv); impl != "" {
+		os.Exit(crashChild(impl))
+	}
 	goleak.VerifyTestMain(withServer{m}, etcdtest.IgnoredGoroutines()...)
 }
 
