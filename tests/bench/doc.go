@@ -2,7 +2,7 @@
 // is in its _test.go files, and `go test` without -bench runs only a few
 // cheap checks of the benchmarks' own helpers and TestLockAllNoDeadlock, a
 // 3 s run of contended LockAll against the etcd child (longer with
-// ASHLOCK_DEADLOCK_RUN=60s; skipped with -short).
+// ASHLOCK_DEADLOCK_RUN=60s).
 //
 // Every benchmark measures ashlock beside its peers and a floor in the same
 // run, on the same embedded etcd member: etcd's own concurrency.Mutex (with

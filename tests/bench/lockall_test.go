@@ -252,12 +252,7 @@ func BenchmarkLockAllContended(b *testing.B) {
 // as long as ASHLOCK_DEADLOCK_RUN says otherwise:
 //
 //	cd tests && ASHLOCK_DEADLOCK_RUN=60s go test -run TestLockAllNoDeadlock -v ./bench/
-//
-// Skipped with -short.
 func TestLockAllNoDeadlock(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts etcd; skipped with -short")
-	}
 	run := deadlockRunDefault
 	if v := os.Getenv(deadlockRunEnv); v != "" {
 		d, err := time.ParseDuration(v)

@@ -99,7 +99,7 @@ func serveEtcd() int {
 
 // server is the etcd child shared by every benchmark and test of the run,
 // started by the first that needs it. Plain `go test` starts it only for
-// TestLockAllNoDeadlock, and `go test -short` never does.
+// TestLockAllNoDeadlock.
 var server etcdChild
 
 type etcdChild struct {
