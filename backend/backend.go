@@ -18,6 +18,7 @@
 package backend
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"iter"
@@ -217,6 +218,23 @@ type Holder struct {
 	Value      []byte
 	AcquiredAt time.Time
 	Stamp      Timestamp
+}
+
+// SameHolders reports whether a and b list the same holders (owner, token,
+// permit, kind) with the same values, in the same order: an Observer
+// yields a new state only when they differ.
+func SameHolders(a, b LockInfo) bool {
+	if len(a.Holders) != len(b.Holders) {
+		return false
+	}
+	for i, h := range a.Holders {
+		g := b.Holders[i]
+		if h.Token != g.Token || h.Owner != g.Owner || h.Permit != g.Permit || h.Shared != g.Shared ||
+			!bytes.Equal(h.Value, g.Value) {
+			return false
+		}
+	}
+	return true
 }
 
 // LockInfo describes the state of one key.

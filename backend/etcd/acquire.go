@@ -188,21 +188,11 @@ func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 // enqueue.
 func (a *acquisition) enqueue(ctx context.Context) error {
 	now := time.Now()
-	notYet := clientv3.Compare(clientv3.CreateRevision(a.e.key), "=", 0)
 	// Ops of a Txn run in order: this Get sees the queue before our Put.
 	ahead := clientv3.OpGet(a.dir, newestKey...)
-	a.mayExist = true
-	var resp *clientv3.TxnResponse
-	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
-		var err error
-		resp, err = a.b.cli.Txn(ctx).If(notYet).Then(a.withStamp(ahead, a.put(now))...).Commit()
-		if err == nil {
-			break
-		}
-		// Tried again, the Txn finds the claim if the lost attempt made it.
-		if err := a.retryAfter(ctx, err, backoff); err != nil {
-			return err
-		}
+	resp, err := a.create(ctx, []clientv3.Cmp{a.absent()}, a.withStamp(ahead, a.put(now))...)
+	if err != nil {
+		return err
 	}
 	if !resp.Succeeded {
 		resp, err := a.b.cli.Txn(ctx).Then(a.withStamp(clientv3.OpGet(a.e.key), clientv3.OpGet(a.dir, oldestKey...))...).Commit()
@@ -214,9 +204,7 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 	a.setToken(resp.Header.Revision)
 	kvs := resp.Responses[0].GetResponseRange().GetKvs()
 	if len(kvs) == 0 {
-		a.acquiredAt = now
-		a.keepStamp(resp)
-		return nil // the queue was empty: we hold the key
+		return a.holds(now, resp) // the queue was empty: we hold the key
 	}
 	if !a.kind.agrees(string(kvs[0].Key)) {
 		return a.mismatchError()
@@ -249,9 +237,7 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 		}
 		if resp.Succeeded {
 			a.setToken(resp.Header.Revision)
-			a.acquiredAt = now
-			a.keepStamp(resp)
-			return nil
+			return a.holds(now, resp)
 		}
 		if len(rangeKvs(resp, 0)) > 0 {
 			return a.found(ctx, resp, now) // a claim exists under our name (see enqueue)
@@ -316,6 +302,36 @@ func (a *acquisition) withStamp(ops ...clientv3.Op) []clientv3.Op {
 		ops = append(ops, clientv3.OpGet(a.stampKey))
 	}
 	return ops
+}
+
+// holds records that the claim came to hold its key(s) at now, by the Txn
+// that answered resp, and keeps the stamp record that Txn read, if any.
+func (a *acquisition) holds(now time.Time, resp *clientv3.TxnResponse) error {
+	a.acquiredAt = now
+	a.keepStamp(resp)
+	return nil
+}
+
+// absent holds while no claim is under the claim's name at req.Key.
+func (a *acquisition) absent() clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(a.e.key), "=", 0)
+}
+
+// create sends the Txn that enqueues the claim: if notYet holds (its name
+// is absent), run ops. While etcd is merely out of reach it is sent again
+// (see retryAfter): tried again, the Txn finds the claim if a lost attempt
+// made it, and the caller takes that claim over.
+func (a *acquisition) create(ctx context.Context, notYet []clientv3.Cmp, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	a.mayExist = true
+	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
+		resp, err := a.b.cli.Txn(ctx).If(notYet...).Then(ops...).Commit()
+		if err == nil {
+			return resp, nil
+		}
+		if err := a.retryAfter(ctx, err, backoff); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // keepStamp remembers the stamp record read by withStamp, if any.

@@ -43,24 +43,15 @@ import (
 // so that uncontended it is the whole acquisition.
 func (a *acquisition) enqueueCounted(ctx context.Context) error {
 	now := time.Now()
-	notYet := clientv3.Compare(clientv3.CreateRevision(a.e.key), "=", 0)
 	a.permit = 0
 	alone := a.put(now)
 	a.permit = noPermit
 	queued := a.put(now)
 	solo := clientv3.OpTxn([]clientv3.Cmp{noClaim(a.dir)}, []clientv3.Op{alone}, []clientv3.Op{queued})
 	ahead := clientv3.OpGet(a.dir, newestKey...)
-	a.mayExist = true
-	var resp *clientv3.TxnResponse
-	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
-		var err error
-		resp, err = a.b.cli.Txn(ctx).If(notYet).Then(a.withStamp(ahead, solo)...).Commit()
-		if err == nil {
-			break
-		}
-		if err := a.retryAfter(ctx, err, backoff); err != nil {
-			return err
-		}
+	resp, err := a.create(ctx, []clientv3.Cmp{a.absent()}, a.withStamp(ahead, solo)...)
+	if err != nil {
+		return err
 	}
 	if !resp.Succeeded {
 		if err := a.adoptExisting(ctx); err != nil {
@@ -71,9 +62,7 @@ func (a *acquisition) enqueueCounted(ctx context.Context) error {
 	a.setToken(resp.Header.Revision)
 	if resp.Responses[1].GetResponseTxn().GetSucceeded() {
 		a.permit = 0
-		a.acquiredAt = now
-		a.keepStamp(resp)
-		return nil
+		return a.holds(now, resp)
 	}
 	if kvs := rangeKvs(resp, 0); len(kvs) > 0 && !a.kind.agrees(string(kvs[0].Key)) {
 		return a.mismatchError()
@@ -152,9 +141,7 @@ func (a *acquisition) recordPermit(ctx context.Context, p int) error {
 		if !resp.Succeeded {
 			return a.lostError()
 		}
-		a.acquiredAt = now
-		a.keepStamp(resp)
-		return nil
+		return a.holds(now, resp)
 	}
 }
 
@@ -198,7 +185,7 @@ func (a *acquisition) permitFor(kvs []*mvccpb.KeyValue) (permit int, watch strin
 // permit, on condition that no claim was created meanwhile (claims only
 // join at the newest end, so the queue is then a subset of what was read).
 func (a *acquisition) whenFreeCounted(ctx context.Context) error {
-	notYet := clientv3.Compare(clientv3.CreateRevision(a.e.key), "=", 0)
+	notYet := a.absent()
 	reads := []clientv3.Op{
 		clientv3.OpGet(a.e.key, clientv3.WithKeysOnly()),
 		clientv3.OpGet(a.dir, clientv3.WithPrefix(),
@@ -216,9 +203,7 @@ func (a *acquisition) whenFreeCounted(ctx context.Context) error {
 		}
 		if resp.Succeeded {
 			a.setToken(resp.Header.Revision)
-			a.acquiredAt = now
-			a.keepStamp(resp)
-			return nil
+			return a.holds(now, resp)
 		}
 		if own := rangeKvs(resp, 0); len(own) > 0 {
 			if err := a.adopt(own[0]); err != nil {

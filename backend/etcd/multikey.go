@@ -64,18 +64,9 @@ func (a *acquisition) multiOps(now time.Time) (free, notYet []clientv3.Cmp, ahea
 func (a *acquisition) enqueueAll(ctx context.Context) error {
 	now := time.Now()
 	_, notYet, ahead, puts := a.multiOps(now)
-	ops := append(ahead[:len(ahead):len(ahead)], puts...)
-	a.mayExist = true
-	var resp *clientv3.TxnResponse
-	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
-		var err error
-		resp, err = a.b.cli.Txn(ctx).If(notYet...).Then(ops...).Commit()
-		if err == nil {
-			break
-		}
-		if err := a.retryAfter(ctx, err, backoff); err != nil {
-			return err
-		}
+	resp, err := a.create(ctx, notYet, append(ahead[:len(ahead):len(ahead)], puts...)...)
+	if err != nil {
+		return err
 	}
 	// At key i the claim waits behind preds[i] if wait[i] ("" to look
 	// it up first).

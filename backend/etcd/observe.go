@@ -1,7 +1,6 @@
 package etcd
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -268,7 +267,7 @@ func (o *observation) emit(always bool) error {
 	if err != nil {
 		return err
 	}
-	if !always && sameHolders(o.last, info) {
+	if !always && backend.SameHolders(o.last, info) {
 		return nil
 	}
 	o.last = info
@@ -288,20 +287,4 @@ func (o *observation) state() (backend.LockInfo, error) {
 		return cmp.Compare(a.CreateRevision, b.CreateRevision)
 	})
 	return queueState("observe", o.key, o.sorted, false)
-}
-
-// sameHolders reports whether a and b have the same holders with the same
-// values.
-func sameHolders(a, b backend.LockInfo) bool {
-	if len(a.Holders) != len(b.Holders) {
-		return false
-	}
-	for i, h := range a.Holders {
-		g := b.Holders[i]
-		if h.Token != g.Token || h.Owner != g.Owner || h.Permit != g.Permit || h.Shared != g.Shared ||
-			!bytes.Equal(h.Value, g.Value) {
-			return false
-		}
-	}
-	return true
 }

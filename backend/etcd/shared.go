@@ -21,19 +21,9 @@ import (
 // acquisition.
 func (a *acquisition) enqueueShared(ctx context.Context) error {
 	now := time.Now()
-	notYet := clientv3.Compare(clientv3.CreateRevision(a.e.key), "=", 0)
-	ahead := olderNonShared(a.dir, 0)
-	a.mayExist = true
-	var resp *clientv3.TxnResponse
-	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
-		var err error
-		resp, err = a.b.cli.Txn(ctx).If(notYet).Then(a.withStamp(ahead, a.put(now))...).Commit()
-		if err == nil {
-			break
-		}
-		if err := a.retryAfter(ctx, err, backoff); err != nil {
-			return err
-		}
+	resp, err := a.create(ctx, []clientv3.Cmp{a.absent()}, a.withStamp(olderNonShared(a.dir, 0), a.put(now))...)
+	if err != nil {
+		return err
 	}
 	if !resp.Succeeded {
 		if err := a.adoptExisting(ctx); err != nil {
@@ -44,9 +34,7 @@ func (a *acquisition) enqueueShared(ctx context.Context) error {
 	a.setToken(resp.Header.Revision)
 	kvs := rangeKvs(resp, 0)
 	if len(kvs) == 0 {
-		a.acquiredAt = now
-		a.keepStamp(resp)
-		return nil
+		return a.holds(now, resp)
 	}
 	if !a.kind.agrees(string(kvs[0].Key)) {
 		return a.mismatchError()
@@ -93,9 +81,7 @@ func (a *acquisition) waitShared(ctx context.Context, q queueKey, pred string, r
 			continue
 		}
 		if resp.Succeeded {
-			a.acquiredAt = now
-			a.keepStamp(resp)
-			return nil
+			return a.holds(now, resp)
 		}
 		if o := rangeKvs(resp, 0); len(o) == 0 || o[0].CreateRevision != a.token {
 			return a.lostError()
@@ -105,9 +91,7 @@ func (a *acquisition) waitShared(ctx context.Context, q queueKey, pred string, r
 			if !resp.Responses[2].GetResponseTxn().GetSucceeded() {
 				return a.inconsistent()
 			}
-			a.acquiredAt = now
-			a.keepStamp(resp)
-			return nil
+			return a.holds(now, resp)
 		}
 		pred, rev = string(older[0].Key), resp.Header.Revision
 	}
@@ -118,7 +102,7 @@ func (a *acquisition) waitShared(ctx context.Context, q queueKey, pred string, r
 // Fair false it otherwise waits for the newest non-shared claim to go and
 // tries again.
 func (a *acquisition) whenFreeShared(ctx context.Context) error {
-	notYet := clientv3.Compare(clientv3.CreateRevision(a.e.key), "=", 0)
+	notYet := a.absent()
 	for {
 		now := time.Now()
 		a.mayExist = true
@@ -131,9 +115,7 @@ func (a *acquisition) whenFreeShared(ctx context.Context) error {
 		}
 		if resp.Succeeded {
 			a.setToken(resp.Header.Revision)
-			a.acquiredAt = now
-			a.keepStamp(resp)
-			return nil
+			return a.holds(now, resp)
 		}
 		if own := rangeKvs(resp, 0); len(own) > 0 {
 			// A stray of ours under the name (see enqueue).

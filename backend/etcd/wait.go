@@ -80,9 +80,7 @@ func (a *acquisition) waitInQueue(ctx context.Context, q queueKey, pred string, 
 			continue
 		}
 		if resp.Succeeded {
-			a.acquiredAt = now
-			a.keepStamp(resp)
-			return nil
+			return a.holds(now, resp)
 		}
 		own := rangeKvs(resp, 0)
 		if len(own) == 0 || own[0].CreateRevision != a.token {

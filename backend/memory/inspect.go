@@ -26,16 +26,32 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.LockInfo, er
 	if b.closed {
 		return backend.LockInfo{}, errClosed("inspect")
 	}
-	info := backend.LockInfo{Key: key}
 	k := b.keys[key]
-	if k == nil || k.queue.empty() {
-		return info, nil
+	if k == nil {
+		return backend.LockInfo{Key: key}, nil
+	}
+	return stateOf(k, true), nil
+}
+
+// stateOf is what Inspect reports of k, with the waiters only if waiters
+// (observers are not told about them). Values are copied: the store
+// replaces a claim's value, and a copy keeps callers away from its memory.
+// b.mu held.
+func stateOf(k *keyState, waiters bool) backend.LockInfo {
+	info := backend.LockInfo{Key: k.name}
+	if k.queue.empty() {
+		return info
 	}
 	info.Permits = int(k.permits)
-	for e := k.queue.head; e != nil; e = e.next {
+	// The claims that can hold the key are a prefix of the queue (its free
+	// entries); without waiters there is nothing to look at past it.
+	for e := k.queue.head; e != nil && (waiters || e.free); e = e.next {
 		c := e.c
 		if c.state != stateHolding {
-			info.Waiters = append(info.Waiters, backend.Waiter{Owner: c.owner, Token: c.token, Shared: c.shared})
+			// A waiter, or a multi-key claim still waiting at another key.
+			if waiters {
+				info.Waiters = append(info.Waiters, backend.Waiter{Owner: c.owner, Token: c.token, Shared: c.shared})
+			}
 			continue
 		}
 		info.Holders = append(info.Holders, backend.Holder{
@@ -53,5 +69,5 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.LockInfo, er
 		info.Held = true
 		info.Owner, info.Token, info.AcquiredAt, info.Stamp = h.Owner, h.Token, h.AcquiredAt, h.Stamp
 	}
-	return info, nil
+	return info
 }

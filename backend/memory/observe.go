@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"bytes"
 	"context"
 	"iter"
 
@@ -52,9 +51,9 @@ func (b *Backend) flushLocked() {
 		if len(watchers) == 0 {
 			continue
 		}
-		info := holdersOf(k)
+		info := stateOf(k, false)
 		for _, w := range watchers {
-			if sameHolders(w.last, info) {
+			if backend.SameHolders(w.last, info) {
 				continue
 			}
 			w.last = info
@@ -67,54 +66,6 @@ func (b *Backend) flushLocked() {
 	}
 	clear(o.dirty)
 	o.dirty = o.dirty[:0]
-}
-
-// holdersOf is Inspect's state of k without the waiters, which observers
-// are not told about. Values are copied: the store replaces a claim's
-// value, but a copy keeps observers away from its memory altogether.
-func holdersOf(k *keyState) backend.LockInfo {
-	info := backend.LockInfo{Key: k.name}
-	if k.queue.empty() {
-		return info
-	}
-	info.Permits = int(k.permits)
-	for e := k.queue.head; e != nil && e.free; e = e.next {
-		c := e.c
-		if c.state != stateHolding {
-			continue // a multi-key claim still waiting at another key
-		}
-		info.Holders = append(info.Holders, backend.Holder{
-			Owner:      c.owner,
-			Token:      c.token,
-			Permit:     int(c.permit),
-			Shared:     c.shared,
-			Value:      bytes.Clone(c.value()),
-			AcquiredAt: c.acquiredAt,
-			Stamp:      c.stamp,
-		})
-	}
-	if len(info.Holders) > 0 {
-		h := info.Holders[0]
-		info.Held = true
-		info.Owner, info.Token, info.AcquiredAt, info.Stamp = h.Owner, h.Token, h.AcquiredAt, h.Stamp
-	}
-	return info
-}
-
-// sameHolders reports whether a and b have the same holders with the same
-// values.
-func sameHolders(a, b backend.LockInfo) bool {
-	if len(a.Holders) != len(b.Holders) {
-		return false
-	}
-	for i, h := range a.Holders {
-		g := b.Holders[i]
-		if h.Token != g.Token || h.Owner != g.Owner || h.Permit != g.Permit || h.Shared != g.Shared ||
-			!bytes.Equal(h.Value, g.Value) {
-			return false
-		}
-	}
-	return true
 }
 
 // Observe implements backend.Observer: it yields key's holders (as
@@ -137,7 +88,7 @@ func (b *Backend) Observe(ctx context.Context, key string) iter.Seq2[backend.Loc
 			b.obs = &observers{byKey: make(map[string][]*observation)}
 		}
 		if k := b.keys[key]; k != nil {
-			w.last = holdersOf(k)
+			w.last = stateOf(k, false)
 		} else {
 			w.last = backend.LockInfo{Key: key}
 		}
