@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/ash-lock/ashlock/backend"
 )
@@ -25,7 +24,6 @@ func testMutualExclusion(f *fixture) {
 
 	var (
 		holders atomic.Int32
-		wg      sync.WaitGroup
 		mu      sync.Mutex // guards problems and tokens
 		tokens  []uint64
 		errs    []error
@@ -63,23 +61,7 @@ func testMutualExclusion(f *fixture) {
 		}
 		return nil
 	}
-	for w := range workers {
-		wg.Go(func() {
-			for r := range rounds {
-				if err := one(w, r); err != nil {
-					report(fmt.Errorf("worker %d round %d: %w", w, r, err))
-					return
-				}
-			}
-		})
-	}
-	finished := make(chan struct{})
-	go func() { wg.Wait(); close(finished) }()
-	select {
-	case <-finished:
-	case <-time.After(2 * f.timeout):
-		f.t.Fatalf("%d workers did not finish %d rounds within %v", workers, rounds, 2*f.timeout)
-	}
+	f.runWorkers(workers, rounds, "acquisitions", one, report)
 
 	var order []error
 	for i := 1; i < len(tokens); i++ {

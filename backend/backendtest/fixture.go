@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -386,5 +387,31 @@ func (f *fixture) awaitLost(r *lostRecorder, what string, bound time.Duration) {
 		}
 	case <-time.After(bound):
 		f.t.Errorf("OnLost of %s not called within %v", what, bound)
+	}
+}
+
+// runWorkers runs one(w, r) for rounds r of each of workers workers, each
+// worker in a goroutine of its own, a worker stopping at its first error,
+// which goes to report. It fails the test if they have not all finished
+// within twice the fixture's timeout; what names the work in that message.
+func (f *fixture) runWorkers(workers, rounds int, what string, one func(w, r int) error, report func(error)) {
+	f.t.Helper()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for r := range rounds {
+				if err := one(w, r); err != nil {
+					report(fmt.Errorf("worker %d round %d: %w", w, r, err))
+					return
+				}
+			}
+		})
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(2 * f.timeout):
+		f.t.Fatalf("%d workers did not finish %d rounds of %s within %v", workers, rounds, what, 2*f.timeout)
 	}
 }

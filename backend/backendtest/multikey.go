@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/ash-lock/ashlock/backend"
 )
@@ -124,7 +123,6 @@ func testMultiKeyNoDeadlock(f *fixture) {
 		lastX   uint64 // highest token of an exclusive holder seen
 	}
 	var (
-		wg    sync.WaitGroup
 		mu    sync.Mutex // guards everything below
 		state = map[string]*keyState{}
 		count int
@@ -209,24 +207,11 @@ func testMultiKeyNoDeadlock(f *fixture) {
 		}
 		return nil
 	}
-	for w := range workers {
-		wg.Go(func() {
-			rnd := rand.New(rand.NewPCG(uint64(w), 42))
-			for r := range rounds {
-				if err := one(rnd, w, r); err != nil {
-					report(fmt.Errorf("worker %d round %d: %w", w, r, err))
-					return
-				}
-			}
-		})
+	rnds := make([]*rand.Rand, workers) // one per worker: a Rand is not safe for concurrent use
+	for w := range rnds {
+		rnds[w] = rand.New(rand.NewPCG(uint64(w), 42))
 	}
-	finished := make(chan struct{})
-	go func() { wg.Wait(); close(finished) }()
-	select {
-	case <-finished:
-	case <-time.After(2 * f.timeout):
-		f.t.Fatalf("%d workers did not finish %d rounds of overlapping multi-key requests within %v: a deadlock?", workers, rounds, 2*f.timeout)
-	}
+	f.runWorkers(workers, rounds, "overlapping multi-key requests (a deadlock?)", func(w, r int) error { return one(rnds[w], w, r) }, report)
 	f.errorsCapped(errs)
 	if count != workers*rounds && len(errs) == 0 {
 		f.t.Errorf("%d acquisitions recorded, want %d", count, workers*rounds)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/ash-lock/ashlock/backend"
 )
@@ -77,7 +76,6 @@ func testPermitsExcludeAndFence(f *fixture) {
 	)
 	leases := []backend.Lease{f.grant(holdTTL), f.grant(holdTTL)}
 	var (
-		wg       sync.WaitGroup
 		mu       sync.Mutex // guards everything below
 		occupant [n]string
 		last     [n]uint64
@@ -140,23 +138,7 @@ func testPermitsExcludeAndFence(f *fixture) {
 		}
 		return nil
 	}
-	for w := range workers {
-		wg.Go(func() {
-			for r := range rounds {
-				if err := one(w, r); err != nil {
-					report(fmt.Errorf("worker %d round %d: %w", w, r, err))
-					return
-				}
-			}
-		})
-	}
-	finished := make(chan struct{})
-	go func() { wg.Wait(); close(finished) }()
-	select {
-	case <-finished:
-	case <-time.After(2 * f.timeout):
-		f.t.Fatalf("%d workers did not finish %d rounds within %v", workers, rounds, 2*f.timeout)
-	}
+	f.runWorkers(workers, rounds, "counted acquisitions", one, report)
 	f.errorsCapped(errs)
 	if count != workers*rounds && len(errs) == 0 {
 		f.t.Errorf("%d acquisitions recorded, want %d", count, workers*rounds)
