@@ -22,7 +22,8 @@ const interleavedRun = 16
 // The clients are set up in a random order. Each implementation's time is
 // summed over its own turns only.
 //
-// It reports, per implementation, ns per cycle ("<impl>-ns/cycle"), and
+// It reports, per implementation, ns per cycle ("<impl>-ns/cycle") and
+// requests per cycle ("<impl>-rpcs/cycle", lease keep-alives excepted), and
 // the ratios the targets are about: "ashlock/etcd-mutex" and
 // "ashlock/raw-2puts". Taken in turns 16 ms apart, the implementations
 // share every stretch of the machine's time, so the ratios are measured
@@ -32,51 +33,13 @@ const interleavedRun = 16
 // identical implementations. ns/op is the time of one round and means
 // nothing by itself.
 func BenchmarkUncontendedInterleaved(b *testing.B) {
-	impls := []struct {
-		name string
-		mk   cycleMaker
-	}{
+	impls := []namedCycle{
 		{"ashlock", ashlockCycle()},
 		{"ashlock-twin", ashlockCycle()},
 		{"etcd-mutex", mutexCycle},
 		{"raw-2puts", rawPutsCycle},
 	}
-	cycles := make([]cycle, len(impls))
-	ctx := runCtx(b)
-	for _, k := range rand.Perm(len(impls)) {
-		cycles[k] = impls[k].mk(b)
-		if err := cycles[k].run(ctx); err != nil { // warm up, as loopCycle does
-			b.Fatalf("%s: %v", impls[k].name, err)
-		}
-	}
-	// Which implementation takes which place in the round is drawn anew
-	// in each process, so that no implementation is always first.
-	label := rand.Perm(len(impls))
-	order := turnOrder(len(impls))
-	for i, v := range order {
-		order[i] = label[v]
-	}
-	spent := make([]time.Duration, len(impls))
-	rounds := 0
-	for b.Loop() {
-		for _, k := range order {
-			start := time.Now()
-			for range interleavedRun {
-				if err := cycles[k].run(ctx); err != nil {
-					b.Fatalf("%s: %v", impls[k].name, err)
-				}
-			}
-			spent[k] += time.Since(start)
-		}
-		rounds++
-	}
-	// Every implementation has len(impls)-1 turns a round.
-	n := float64(rounds * (len(impls) - 1) * interleavedRun)
-	perCycle := make([]float64, len(impls))
-	for k, im := range impls {
-		perCycle[k] = float64(spent[k].Nanoseconds()) / n
-		b.ReportMetric(perCycle[k], im.name+"-ns/cycle")
-	}
+	perCycle := interleave(b, impls)
 	b.ReportMetric(perCycle[0]/perCycle[1], "ashlock/ashlock-twin")
 	b.ReportMetric(perCycle[0]/perCycle[2], "ashlock/etcd-mutex")
 	b.ReportMetric(perCycle[0]/perCycle[3], "ashlock/raw-2puts")
@@ -139,4 +102,59 @@ func TestTurnOrder(t *testing.T) {
 			t.Errorf("n=%d: %d of %d ordered pairs adjacent in %v", n, len(follows), n*(n-1), order)
 		}
 	}
+}
+
+// namedCycle is one implementation of an interleaved benchmark.
+type namedCycle struct {
+	name string
+	mk   cycleMaker
+}
+
+// interleave sets up the cycles of impls in a random order, warms each up
+// with one cycle, and runs them in turns: each b.Loop iteration is a round of turns of interleavedRun cycles in
+// which every implementation follows every other exactly once
+// (turnOrder), the places drawn anew in each process. It reports
+// "<name>-ns/cycle" and "<name>-rpcs/cycle" for each implementation and
+// returns the ns per cycle, in the order of impls.
+func interleave(b *testing.B, impls []namedCycle) []float64 {
+	cycles := make([]cycle, len(impls))
+	ctx := runCtx(b)
+	for _, k := range rand.Perm(len(impls)) {
+		cycles[k] = impls[k].mk(b)
+		if err := cycles[k].run(ctx); err != nil {
+			b.Fatalf("%s: %v", impls[k].name, err)
+		}
+	}
+	label := rand.Perm(len(impls))
+	order := turnOrder(len(impls))
+	for i, v := range order {
+		order[i] = label[v]
+	}
+	before := make([]counts, len(impls))
+	for k := range cycles {
+		before[k] = cycles[k].ctr.snapshot()
+	}
+	spent := make([]time.Duration, len(impls))
+	rounds := 0
+	for b.Loop() {
+		for _, k := range order {
+			start := time.Now()
+			for range interleavedRun {
+				if err := cycles[k].run(ctx); err != nil {
+					b.Fatalf("%s: %v", impls[k].name, err)
+				}
+			}
+			spent[k] += time.Since(start)
+		}
+		rounds++
+	}
+	n := float64(rounds * (len(impls) - 1) * interleavedRun)
+	perCycle := make([]float64, len(impls))
+	for k, im := range impls {
+		perCycle[k] = float64(spent[k].Nanoseconds()) / n
+		b.ReportMetric(perCycle[k], im.name+"-ns/cycle")
+		d := cycles[k].ctr.snapshot().sub(before[k])
+		b.ReportMetric(float64(d.requests())/n, im.name+"-rpcs/cycle")
+	}
+	return perCycle
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"testing"
-	"time"
 
 	recipe "go.etcd.io/etcd/client/v3/experimental/recipes"
 
@@ -71,62 +69,6 @@ func BenchmarkKindsInterleaved(b *testing.B) {
 	ratio(0, 5) // exclusive/etcd-mutex
 	ratio(2, 6) // shared/recipe-rlock
 	ratio(7, 8) // the floor of lockall-8/exclusive: raw-claims-8/raw-claims-1
-}
-
-// namedCycle is one implementation of BenchmarkKindsInterleaved.
-type namedCycle struct {
-	name string
-	mk   cycleMaker
-}
-
-// interleave sets up the cycles of impls in a random order, warms each up
-// with one cycle, and runs them as BenchmarkUncontendedInterleaved does:
-// each b.Loop iteration is a round of turns of interleavedRun cycles in
-// which every implementation follows every other exactly once
-// (turnOrder), the places drawn anew in each process. It reports
-// "<name>-ns/cycle" and "<name>-rpcs/cycle" for each implementation and
-// returns the ns per cycle, in the order of impls.
-func interleave(b *testing.B, impls []namedCycle) []float64 {
-	cycles := make([]cycle, len(impls))
-	ctx := runCtx(b)
-	for _, k := range rand.Perm(len(impls)) {
-		cycles[k] = impls[k].mk(b)
-		if err := cycles[k].run(ctx); err != nil {
-			b.Fatalf("%s: %v", impls[k].name, err)
-		}
-	}
-	label := rand.Perm(len(impls))
-	order := turnOrder(len(impls))
-	for i, v := range order {
-		order[i] = label[v]
-	}
-	before := make([]counts, len(impls))
-	for k := range cycles {
-		before[k] = cycles[k].ctr.snapshot()
-	}
-	spent := make([]time.Duration, len(impls))
-	rounds := 0
-	for b.Loop() {
-		for _, k := range order {
-			start := time.Now()
-			for range interleavedRun {
-				if err := cycles[k].run(ctx); err != nil {
-					b.Fatalf("%s: %v", impls[k].name, err)
-				}
-			}
-			spent[k] += time.Since(start)
-		}
-		rounds++
-	}
-	n := float64(rounds * (len(impls) - 1) * interleavedRun)
-	perCycle := make([]float64, len(impls))
-	for k, im := range impls {
-		perCycle[k] = float64(spent[k].Nanoseconds()) / n
-		b.ReportMetric(perCycle[k], im.name+"-ns/cycle")
-		d := cycles[k].ctr.snapshot().sub(before[k])
-		b.ReportMetric(float64(d.requests())/n, im.name+"-rpcs/cycle")
-	}
-	return perCycle
 }
 
 // sharedCycle takes and gives back a free shared lock.
