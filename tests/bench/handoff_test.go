@@ -119,6 +119,23 @@ func naiveContenders(b *testing.B, ctr *rpcCounter, prefix string, n int) []cycl
 // that N-1 contenders are waiting during all of the measured part (the
 // ones still waiting at the end are cancelled, untimed).
 func runHandoff(b *testing.B, ctr *rpcCounter, cycles []cycleFunc) {
+	err := runTurns(b, ctr, cycles, "handoff", func(before, after counts) {
+		reportRPCs(b, before, after, b.N, "handoff")
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "handoffs/s")
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// runTurns runs the contenders, each taking its cycle's lock and releasing
+// it once another contender has taken it after it, until b.N acquisitions
+// have been timed after a warm-up of len(cycles) that fills the queue;
+// then report is given the request counts from before and after the timed
+// part. It stops the contenders (those still waiting are cancelled,
+// untimed) and returns the first error of a contender, if any; what names
+// the run in a time-out.
+func runTurns(b *testing.B, ctr *rpcCounter, cycles []cycleFunc, what string, report func(before, after counts)) error {
 	b.StopTimer()
 	base := runCtx(b)
 	ctx, stop := context.WithCancel(base)
@@ -172,7 +189,7 @@ func runHandoff(b *testing.B, ctr *rpcCounter, cycles []cycleFunc) {
 		case err := <-failed:
 			return err
 		case <-base.Done():
-			return errors.New("handoff: run timed out")
+			return errors.New(what + ": run timed out")
 		}
 	}
 	err := await(warmed)
@@ -183,15 +200,12 @@ func runHandoff(b *testing.B, ctr *rpcCounter, cycles []cycleFunc) {
 		err = await(finished)
 		b.StopTimer()
 		if err == nil {
-			reportRPCs(b, before, ctr.snapshot(), b.N, "handoff")
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "handoffs/s")
+			report(before, ctr.snapshot())
 		}
 	}
 	stop()
 	wg.Wait()
-	if err != nil {
-		b.Fatal(err)
-	}
+	return err
 }
 
 // turns tells a contender when someone else has taken the lock after it.

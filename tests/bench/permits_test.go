@@ -2,9 +2,7 @@ package bench_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -110,83 +108,17 @@ func permitContenders(b *testing.B, ctr *rpcCounter, h *holders, prefix string, 
 	return cycles
 }
 
-// runAdmissions is runHandoff with the metrics of BenchmarkPermitHandoff:
+// runAdmissions is runTurns with the metrics of BenchmarkPermitHandoff:
 // the contenders run until b.N admissions have been timed, after a warm-up
 // of len(cycles) admissions that fills the queue.
 func runAdmissions(b *testing.B, ctr *rpcCounter, h *holders, cycles []cycleFunc) {
-	b.StopTimer()
-	base := runCtx(b)
-	ctx, stop := context.WithCancel(base)
-	defer stop()
-
-	warm := int64(len(cycles))
-	total := warm + int64(b.N)
-	var count atomic.Int64
-	var next turns
-	warmed, finished := make(chan struct{}), make(chan struct{})
-	failed := make(chan error, len(cycles))
-
-	var wg sync.WaitGroup
-	for _, cycle := range cycles {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				release, err := cycle(ctx)
-				if err != nil {
-					if ctx.Err() == nil {
-						failed <- err
-					}
-					return
-				}
-				// Closed at the next acquisition, necessarily another
-				// contender's: ours is held until we release it.
-				othersTurn := next.taken()
-				switch count.Add(1) {
-				case warm:
-					close(warmed)
-				case total:
-					close(finished)
-				}
-				if err := release(base); err != nil {
-					failed <- err
-					return
-				}
-				select {
-				case <-othersTurn:
-				case <-ctx.Done():
-					return
-				}
-			}
-		})
-	}
-
-	await := func(ch <-chan struct{}) error {
-		select {
-		case <-ch:
-			return nil
-		case err := <-failed:
-			return err
-		case <-base.Done():
-			return errors.New("permit handoff: run timed out")
-		}
-	}
-	err := await(warmed)
-	if err == nil {
-		before := ctr.snapshot()
-		b.ResetTimer()
-		b.StartTimer()
-		err = await(finished)
-		b.StopTimer()
-		if err == nil {
-			after := ctr.snapshot()
-			reportRPCs(b, before, after, b.N, "admission")
-			d := after.sub(before)
-			// Each keep-alive request gets one answer on its stream.
-			b.ReportMetric(float64(d.streamRecv-d.keepAlives)/float64(b.N), "watch-msgs/release")
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "admissions/s")
-		}
-	}
-	stop()
-	wg.Wait()
+	err := runTurns(b, ctr, cycles, "permit handoff", func(before, after counts) {
+		reportRPCs(b, before, after, b.N, "admission")
+		d := after.sub(before)
+		// Each keep-alive request gets one answer on its stream.
+		b.ReportMetric(float64(d.streamRecv-d.keepAlives)/float64(b.N), "watch-msgs/release")
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "admissions/s")
+	})
 	b.ReportMetric(float64(h.peak.Load()), "peak-holders")
 	if err != nil {
 		b.Fatal(err)
