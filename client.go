@@ -45,6 +45,7 @@ type LockClient struct {
 	releasesRun     bool // a retrier goroutine is running
 	releasesStopped bool // set by Close
 	releases        []pendingRelease
+	hubs            hubs // the elections observed through this client (election_observe.go)
 }
 
 // Connect creates a client for the backend named by cfg.ClusterSeed: "" or

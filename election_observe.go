@@ -82,24 +82,18 @@ func (e *Election) Observe(ctx context.Context) iter.Seq2[Leader, error] {
 // leave cancels its backend Observe, and a hub that ended (the backend
 // closed, say) is forgotten at once, so the next Observe makes a new one.
 
-// hubKey names a hub.
-type hubKey struct {
-	c    *LockClient
-	name string
-}
-
-// hubs holds the live hubs of every client. (A registry of the package's
-// rather than a field of LockClient: elections are an addition on top of
-// the client, and a client without observers pays nothing.)
-var hubs struct {
+// hubs holds a client's live hubs, one per election name. The map is made
+// when the client's first observer subscribes.
+type hubs struct {
 	sync.Mutex
-	m map[hubKey]*hub
+	m map[string]*hub
 }
 
 type hub struct {
-	key    hubKey
+	reg    *hubs  // the client's hubs, this one among them
+	name   string // the election's
 	cancel context.CancelFunc
-	refs   int // subscribers; guarded by hubs
+	refs   int // subscribers; guarded by reg
 
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{}
@@ -118,20 +112,20 @@ type subscriber struct {
 // subscribe adds a subscriber to the hub of (c, name), starting the hub if
 // there is none.
 func subscribe(c *LockClient, obs backend.Observer, name string) (*hub, *subscriber) {
-	key := hubKey{c, name}
-	hubs.Lock()
-	if hubs.m == nil {
-		hubs.m = make(map[hubKey]*hub)
+	reg := &c.hubs
+	reg.Lock()
+	if reg.m == nil {
+		reg.m = make(map[string]*hub)
 	}
-	h := hubs.m[key]
+	h := reg.m[name]
 	if h == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		h = &hub{key: key, cancel: cancel, subs: make(map[*subscriber]struct{})}
-		hubs.m[key] = h
+		h = &hub{reg: reg, name: name, cancel: cancel, subs: make(map[*subscriber]struct{})}
+		reg.m[name] = h
 		go h.run(ctx, obs)
 	}
 	h.refs++
-	hubs.Unlock()
+	reg.Unlock()
 
 	s := &subscriber{signal: make(chan struct{}, 1)}
 	h.mu.Lock()
@@ -148,15 +142,13 @@ func (h *hub) unsubscribe(s *subscriber) {
 	h.mu.Lock()
 	delete(h.subs, s)
 	h.mu.Unlock()
-	hubs.Lock()
+	h.reg.Lock()
 	h.refs--
 	if h.refs == 0 {
-		if hubs.m[h.key] == h {
-			delete(hubs.m, h.key)
-		}
+		h.forgetLocked()
 		h.cancel()
 	}
-	hubs.Unlock()
+	h.reg.Unlock()
 }
 
 // take returns s's queued states, emptied, and the hub's final error if
@@ -172,17 +164,17 @@ func (h *hub) take(s *subscriber) ([]Leader, error) {
 // run serves the hub's backend Observe until ctx is cancelled (the last
 // subscriber left) or the Observe ends by itself.
 func (h *hub) run(ctx context.Context, obs backend.Observer) {
-	for info, err := range obs.Observe(ctx, h.key.name) {
+	for info, err := range obs.Observe(ctx, h.name) {
 		if err != nil {
 			h.finish(err)
 			return
 		}
-		h.offer(leaderOf(h.key.name, info))
+		h.offer(leaderOf(h.name, info))
 	}
 	if ctx.Err() == nil {
 		// A backend must end with an error or on ctx's end; one that did
 		// neither is not to be trusted further.
-		h.finish(fmt.Errorf("%w: observe %q: the backend's observation ended", ErrUnavailable, h.key.name))
+		h.finish(fmt.Errorf("%w: observe %q: the backend's observation ended", ErrUnavailable, h.name))
 	}
 }
 
@@ -213,13 +205,11 @@ func (h *hub) offer(l Leader) {
 // finish records the backend Observe's final error, tells every
 // subscriber, and forgets the hub so that later observers get a new one.
 func (h *hub) finish(err error) {
-	hubs.Lock()
-	if hubs.m[h.key] == h {
-		delete(hubs.m, h.key)
-	}
-	hubs.Unlock()
+	h.reg.Lock()
+	h.forgetLocked()
+	h.reg.Unlock()
 	if errors.Is(err, backend.ErrClosed) {
-		err = fmt.Errorf("%w: observe %q: the backend was closed", ErrClosed, h.key.name)
+		err = fmt.Errorf("%w: observe %q: the backend was closed", ErrClosed, h.name)
 	}
 	h.mu.Lock()
 	h.err = err
@@ -233,5 +223,13 @@ func notify(s *subscriber) {
 	select {
 	case s.signal <- struct{}{}:
 	default:
+	}
+}
+
+// forgetLocked takes h out of its client's hubs, unless a newer hub of the
+// name has replaced it there. h.reg held.
+func (h *hub) forgetLocked() {
+	if h.reg.m[h.name] == h {
+		delete(h.reg.m, h.name)
 	}
 }
