@@ -47,42 +47,29 @@ func obtain(o runOptions, e *env, sigs <-chan os.Signal) (*held, int) {
 		err error
 	}
 	// Connect and Acquire block, so they run aside while this goroutine
-	// watches for signals. The buffered channel lets the goroutine finish
-	// even if nobody reads; but we always read it, so that a lock granted
-	// just as a signal arrived is released, not leaked.
-	resc := make(chan result, 1)
-	go func() {
+	// watches for signals; a lock granted just as a signal arrived is
+	// released, not leaked.
+	r, caught := untilSignal(sigs, func() { cancel(errInterrupted) }, func() result {
 		h, err := o.lock(ctx, e)
-		resc <- result{h, err}
-	}()
-	var caught os.Signal
-	for {
-		select {
-		case s := <-sigs:
-			if caught == nil && cancelsWait(s) {
-				caught = s
-				cancel(errInterrupted)
-			}
-		case r := <-resc:
-			switch {
-			case caught != nil:
-				if r.h != nil {
-					r.h.release(e)
-				}
-				if !o.quiet {
-					e.errorf("%q: not acquired: wait cancelled by SIG%s", o.key, signalName(caught))
-				}
-				return nil, exitNotAcquired
-			case r.err != nil:
-				code := acquireExitCode(r.err)
-				if code != exitNotAcquired || !o.quiet {
-					e.errorf("%s", describeAcquireError(o, r.err))
-				}
-				return nil, code
-			}
-			return r.h, exitOK
+		return result{h, err}
+	})
+	switch {
+	case caught != nil:
+		if r.h != nil {
+			r.h.release(e)
 		}
+		if !o.quiet {
+			e.errorf("%q: not acquired: wait cancelled by SIG%s", o.key, signalName(caught))
+		}
+		return nil, exitNotAcquired
+	case r.err != nil:
+		code := acquireExitCode(r.err)
+		if code != exitNotAcquired || !o.quiet {
+			e.errorf("%s", describeAcquireError(o, r.err))
+		}
+		return nil, code
 	}
+	return r.h, exitOK
 }
 
 // lock connects and acquires as o asks. On failure nothing is left open.

@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -68,35 +67,22 @@ func observeCommand(args []string, e *env) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// Connecting and observing block, so they run aside while this
-	// goroutine watches for signals; it always waits for them to end, so
-	// that nothing is written after ashlock has decided its exit code.
-	errc := make(chan error, 1)
-	go func() { errc <- o.observe(ctx, e) }()
-	var caught os.Signal
-	for {
-		select {
-		case s := <-sigs:
-			// USR1 and USR2 are dropped, as run drops them while waiting.
-			if caught == nil && cancelsWait(s) {
-				caught = s
-				cancel()
-			}
-		case err := <-errc:
-			switch {
-			case caught != nil:
-				// Interrupted: the way an observation is meant to end,
-				// whatever the connection or the observation was doing.
-				return exitOK
-			case err == nil:
-				// Observe ends without an error only when ctx ends,
-				// which only a signal does here.
-				e.errorf("observing %q: the observation ended by itself", o.key)
-				return exitSoftware
-			}
-			e.errorf("%v", err)
-			return observeExitCode(err)
-		}
+	// goroutine watches for signals (USR1 and USR2 are dropped, as run
+	// drops them while waiting).
+	err, caught := untilSignal(sigs, cancel, func() error { return o.observe(ctx, e) })
+	switch {
+	case caught != nil:
+		// Interrupted: the way an observation is meant to end, whatever
+		// the connection or the observation was doing.
+		return exitOK
+	case err == nil:
+		// Observe ends without an error only when ctx ends, which only a
+		// signal does here.
+		e.errorf("observing %q: the observation ended by itself", o.key)
+		return exitSoftware
 	}
+	e.errorf("%v", err)
+	return observeExitCode(err)
 }
 
 // observe connects and prints every state Observe yields until ctx ends

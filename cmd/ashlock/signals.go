@@ -68,3 +68,24 @@ var sigNames = map[syscall.Signal]string{
 	syscall.SIGQUIT: "QUIT", syscall.SIGUSR1: "USR1", syscall.SIGUSR2: "USR2",
 	syscall.SIGKILL: "KILL",
 }
+
+// untilSignal runs work on a goroutine of its own while this one watches
+// sigs, and returns work's result. The first signal that cancelsWait calls
+// cancel and is returned as caught (nil if none came); other signals are
+// dropped. It always waits for work to return, so that nothing work does
+// (a lock it took, a line it writes) outlives the caller's decision.
+func untilSignal[T any](sigs <-chan os.Signal, cancel func(), work func() T) (res T, caught os.Signal) {
+	done := make(chan T, 1)
+	go func() { done <- work() }()
+	for {
+		select {
+		case s := <-sigs:
+			if caught == nil && cancelsWait(s) {
+				caught = s
+				cancel()
+			}
+		case res = <-done:
+			return res, caught
+		}
+	}
+}
