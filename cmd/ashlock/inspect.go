@@ -18,38 +18,17 @@ import (
 )
 
 // inspectOptions is a parsed "ashlock inspect" invocation.
-type inspectOptions struct {
-	commonFlags
-	json bool
-	key  string
-}
+type inspectOptions struct{ keyOptions }
 
 // flagSet returns the flags of "ashlock inspect", bound to o's fields.
 func (o *inspectOptions) flagSet(getenv func(string) string) *flag.FlagSet {
-	fs := newFlagSet("inspect")
-	o.register(fs, getenv)
-	fs.BoolVar(&o.json, "json", false, "print JSON")
-	return fs
+	return o.flags("inspect", "print JSON", getenv)
 }
 
 // parseInspect parses the arguments of "ashlock inspect" as parseRun does.
 func parseInspect(args []string, e *env) (o inspectOptions, code int, done bool) {
-	fs := o.flagSet(e.getenv)
-	if code, done := parseFlags(fs, "inspect", inspectHelp, args, e); done {
-		return o, code, true
-	}
-	switch fs.NArg() {
-	case 0:
-		return o, e.usageError("inspect", "missing KEY"), true
-	case 1:
-	default:
-		return o, e.usageError("inspect", "want one KEY, got %d arguments (flags go before KEY)", fs.NArg()), true
-	}
-	o.key = fs.Arg(0)
-	if err := o.validate(); err != nil {
-		return o, e.usageError("inspect", "%v", err), true
-	}
-	return o, 0, false
+	code, done = o.parse(o.flagSet(e.getenv), "inspect", inspectHelp, args, e)
+	return o, code, done
 }
 
 // inspectCommand is "ashlock inspect": print the state of one key. A free

@@ -18,38 +18,17 @@ import (
 )
 
 // observeOptions is a parsed "ashlock observe" invocation.
-type observeOptions struct {
-	commonFlags
-	json bool
-	key  string
-}
+type observeOptions struct{ keyOptions }
 
 // flagSet returns the flags of "ashlock observe", bound to o's fields.
 func (o *observeOptions) flagSet(getenv func(string) string) *flag.FlagSet {
-	fs := newFlagSet("observe")
-	o.register(fs, getenv)
-	fs.BoolVar(&o.json, "json", false, "print one JSON object per line")
-	return fs
+	return o.flags("observe", "print one JSON object per line", getenv)
 }
 
 // parseObserve parses the arguments of "ashlock observe" as parseRun does.
 func parseObserve(args []string, e *env) (o observeOptions, code int, done bool) {
-	fs := o.flagSet(e.getenv)
-	if code, done := parseFlags(fs, "observe", observeHelp, args, e); done {
-		return o, code, true
-	}
-	switch fs.NArg() {
-	case 0:
-		return o, e.usageError("observe", "missing KEY"), true
-	case 1:
-	default:
-		return o, e.usageError("observe", "want one KEY, got %d arguments (flags go before KEY)", fs.NArg()), true
-	}
-	o.key = fs.Arg(0)
-	if err := o.validate(); err != nil {
-		return o, e.usageError("observe", "%v", err), true
-	}
-	return o, 0, false
+	code, done = o.parse(o.flagSet(e.getenv), "observe", observeHelp, args, e)
+	return o, code, done
 }
 
 // observeCommand is "ashlock observe": print who leads the election KEY
