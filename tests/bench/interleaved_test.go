@@ -25,7 +25,11 @@ const interleavedRun = 16
 // It reports, per implementation, ns per cycle ("<impl>-ns/cycle") and
 // requests per cycle ("<impl>-rpcs/cycle", lease keep-alives excepted), and
 // the ratios the targets are about: "ashlock/etcd-mutex" and
-// "ashlock/raw-2puts". Taken in turns 16 ms apart, the implementations
+// "ashlock/raw-2puts". raw-txn+delete is ashlock's own protocol sent by
+// hand (its enqueue Txn, then a Delete): the least any client of that
+// protocol can cost, so "raw-txn+delete/raw-2puts" is the protocol's
+// floor over two Puts and "ashlock/raw-txn+delete" what the library adds
+// on top of its requests. Taken in turns 16 ms apart, the implementations
 // share every stretch of the machine's time, so the ratios are measured
 // far more closely than from separate runs. ashlock-twin is a second
 // ashlock client of its own, measured like the others:
@@ -38,11 +42,14 @@ func BenchmarkUncontendedInterleaved(b *testing.B) {
 		{"ashlock-twin", ashlockCycle()},
 		{"etcd-mutex", mutexCycle},
 		{"raw-2puts", rawPutsCycle},
+		{"raw-txn+delete", rawCycle(releasePlain)},
 	}
 	perCycle := interleave(b, impls)
 	b.ReportMetric(perCycle[0]/perCycle[1], "ashlock/ashlock-twin")
 	b.ReportMetric(perCycle[0]/perCycle[2], "ashlock/etcd-mutex")
 	b.ReportMetric(perCycle[0]/perCycle[3], "ashlock/raw-2puts")
+	b.ReportMetric(perCycle[0]/perCycle[4], "ashlock/raw-txn+delete")
+	b.ReportMetric(perCycle[4]/perCycle[3], "raw-txn+delete/raw-2puts")
 }
 
 // turnOrder returns a round of turns among n implementations (n ≥ 2) in
