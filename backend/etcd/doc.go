@@ -113,7 +113,7 @@
 //
 // # Watches
 //
-// A claim that has been held for 2ms is watched on its own key (on each of
+// A claim that has been held for 5ms is watched on its own key (on each of
 // a multi-key claim's keys), for its delete only, so that its loss - its lease expired or revoked, an
 // operator's delete - reaches OnLost within one watch delivery. Most locks
 // are released sooner and never cost a watch; a loss in a claim's first

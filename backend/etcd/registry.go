@@ -52,11 +52,19 @@ type registry struct {
 	entries map[string]*entry
 }
 
-// How long a claim goes without a watch of its own: once handed out (a
-// loss is reported well within the 100 ms that package ashlock aims for),
-// and while it waits in the queue.
+// How long a claim goes without a watch of its own: once handed out, and
+// while it waits in the queue.
+//
+// holdDelay is short enough that a loss in a claim's first moments is
+// still reported within a few milliseconds (well within the 100 ms that
+// package ashlock aims for). It is not shorter because its timer is not
+// free even when Release stops it in time: an idle Go runtime sleeps until
+// the earliest timer deadline it has seen, stopped or not, so a client
+// that takes and releases locks back to back is woken about once per
+// holdDelay for nothing, and at 2 ms that cost the uncontended cycle
+// several per cent (BENCHMARKS.md, table 1).
 const (
-	holdDelay = 2 * time.Millisecond
+	holdDelay = 5 * time.Millisecond
 	waitDelay = time.Second
 )
 

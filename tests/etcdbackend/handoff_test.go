@@ -80,7 +80,7 @@ func TestHandoffChainIsPrompt(t *testing.T) {
 		t.Errorf("%d range watches created; want single-key watches only", n)
 	}
 	// Each waiter watched the claim ahead of it. Its own claim, waiting
-	// less than a second and held for less than 2ms, needs no watch.
+	// less than a second and held for less than 5ms, needs no watch.
 	if n := wc.single.Load(); n < waiters {
 		t.Errorf("%d single-key watches created, want at least %d", n, waiters)
 	}
