@@ -61,8 +61,8 @@ type registry struct {
 // free even when Release stops it in time: an idle Go runtime sleeps until
 // the earliest timer deadline it has seen, stopped or not, so a client
 // that takes and releases locks back to back is woken about once per
-// holdDelay for nothing, and at 2 ms that cost the uncontended cycle
-// several per cent (BENCHMARKS.md, table 1).
+// holdDelay for nothing. The delay is long enough to make those wake-ups
+// rare next to the lock cycle itself (BENCHMARKS.md, table 1, runs H and I).
 const (
 	holdDelay = 5 * time.Millisecond
 	waitDelay = time.Second
