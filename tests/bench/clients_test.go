@@ -124,3 +124,18 @@ func keysUnder(b testing.TB, cli *clientv3.Client, prefix string) int64 {
 	}
 	return resp.Count
 }
+
+// contenderClients makes n etcd clients, one per contender, whose
+// requests ctr counts (nil: none), the first of which has compacted the
+// member's history so that each run starts without the last one's dead
+// keys.
+func contenderClients(b testing.TB, ctr *rpcCounter, n int) []*clientv3.Client {
+	clis := make([]*clientv3.Client, n)
+	for i := range clis {
+		clis[i] = newEtcd(b, ctr)
+	}
+	if n > 0 {
+		compact(b, clis[0])
+	}
+	return clis
+}

@@ -105,10 +105,8 @@ func (c *ashlockCandidate) resign(ctx context.Context) error {
 func ashlockElection(b *testing.B, n int) electionSetup {
 	prefix := newPrefix("election")
 	s := electionSetup{queue: prefix + "claims/", prefix: prefix}
-	for i := range n {
-		cli := newEtcd(b, nil)
+	for i, cli := range contenderClients(b, nil, n) {
 		if i == 0 {
-			compact(b, cli)
 			s.cli = cli
 		}
 		c, _ := newAshlock(b, cli, prefix)
@@ -137,10 +135,8 @@ func (c *etcdCandidate) resign(ctx context.Context) error { return c.el.Resign(c
 func etcdElection(b *testing.B, n int) electionSetup {
 	pfx := newPrefix("election") + electionName
 	s := electionSetup{queue: pfx + "/", prefix: pfx}
-	for i := range n {
-		cli := newEtcd(b, nil)
+	for i, cli := range contenderClients(b, nil, n) {
 		if i == 0 {
-			compact(b, cli)
 			s.cli = cli
 		}
 		sess := newSession(b, cli, int(electionTTL/time.Second))

@@ -59,11 +59,7 @@ func BenchmarkHandoff(b *testing.B) {
 
 func ashlockContenders(b *testing.B, ctr *rpcCounter, prefix string, n int) []cycleFunc {
 	cycles := make([]cycleFunc, n)
-	for i := range cycles {
-		cli := newEtcd(b, ctr)
-		if i == 0 {
-			compact(b, cli)
-		}
+	for i, cli := range contenderClients(b, ctr, n) {
 		c, _ := newAshlock(b, cli, prefix)
 		lock := c.Lock("k")
 		cycles[i] = func(ctx context.Context) (func(context.Context) error, error) {
@@ -79,11 +75,7 @@ func ashlockContenders(b *testing.B, ctr *rpcCounter, prefix string, n int) []cy
 
 func mutexContenders(b *testing.B, ctr *rpcCounter, prefix string, n int) []cycleFunc {
 	cycles := make([]cycleFunc, n)
-	for i := range cycles {
-		cli := newEtcd(b, ctr)
-		if i == 0 {
-			compact(b, cli)
-		}
+	for i, cli := range contenderClients(b, ctr, n) {
 		m := concurrency.NewMutex(newSession(b, cli, 0), prefix+"k")
 		cycles[i] = func(ctx context.Context) (func(context.Context) error, error) {
 			if err := m.Lock(ctx); err != nil {
@@ -97,11 +89,7 @@ func mutexContenders(b *testing.B, ctr *rpcCounter, prefix string, n int) []cycl
 
 func naiveContenders(b *testing.B, ctr *rpcCounter, prefix string, n int) []cycleFunc {
 	cycles := make([]cycleFunc, n)
-	for i := range cycles {
-		cli := newEtcd(b, ctr)
-		if i == 0 {
-			compact(b, cli)
-		}
+	for i, cli := range contenderClients(b, ctr, n) {
 		l := &naiveLock{cli: cli, key: prefix + "k", id: fmt.Sprint("holder-", i), lease: newSession(b, cli, 0).Lease()}
 		cycles[i] = func(ctx context.Context) (func(context.Context) error, error) {
 			if err := l.lock(ctx); err != nil {

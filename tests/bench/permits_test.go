@@ -80,11 +80,7 @@ func (h *holders) give(permit int) {
 
 func permitContenders(b *testing.B, ctr *rpcCounter, h *holders, prefix string, n, permits int) []cycleFunc {
 	cycles := make([]cycleFunc, n)
-	for i := range cycles {
-		cli := newEtcd(b, ctr)
-		if i == 0 {
-			compact(b, cli)
-		}
+	for i, cli := range contenderClients(b, ctr, n) {
 		c, _ := newAshlock(b, cli, prefix)
 		lock := c.Lock("k")
 		if permits > 1 {

@@ -27,12 +27,7 @@ func TestCountedFirstWaiterWatchesOnce(t *testing.T) {
 	for i := range n {
 		holders = append(holders, acquire(t, b, countedReq("k", l, fmt.Sprint("h", i), n)))
 	}
-	ctx := testCtx(t, waitBound)
-	var chs []<-chan result
-	for i := range waiters {
-		chs = append(chs, start(ctx, b, countedReq("k", l, fmt.Sprint("w", i), n)))
-		awaitCount(t, cli, dir, int64(n+i+1))
-	}
+	chs := queueCounted(testCtx(t, waitBound), t, b, cli, dir, l, n, waiters)
 	time.Sleep(100 * time.Millisecond)
 	creates, checks, events := wc.single.Load()+wc.ranged.Load(), wc.checks(), wc.events.Load()
 	release(t, b, holders[3])

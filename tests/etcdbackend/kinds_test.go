@@ -11,8 +11,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ash-lock/ashlock/backend"
+	"github.com/ash-lock/ashlock/backend/etcd"
 )
 
 // Shared, counted and multi-key claims on etcd (the queue model of
@@ -214,12 +216,7 @@ func TestCountedAdmissionCost(t *testing.T) {
 				assert.Equal(t, i, c.Permit)
 				holders = append(holders, c)
 			}
-			ctx := testCtx(t, waitBound)
-			var chs []<-chan result
-			for i := range waiters {
-				chs = append(chs, start(ctx, b, countedReq("k", l, fmt.Sprint("w", i), n)))
-				awaitCount(t, cli, dir, int64(n+i+1))
-			}
+			chs := queueCounted(testCtx(t, waitBound), t, b, cli, dir, l, n, waiters)
 			time.Sleep(100 * time.Millisecond)
 			checks, events := wc.checks(), wc.events.Load()
 			release(t, b, holders[1])
@@ -243,6 +240,20 @@ func TestCountedAdmissionCost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// queueCounted starts waiters counted requests for "k" (n permits) on b
+// under lease l, each once the one before it is in the queue directory
+// dir behind the n claims already there, and returns their results in
+// queue order. ctx bounds their waits.
+func queueCounted(ctx context.Context, t *testing.T, b *etcd.Backend, cli *clientv3.Client, dir string, l backend.Lease, n, waiters int) []<-chan result {
+	t.Helper()
+	chs := make([]<-chan result, waiters)
+	for i := range chs {
+		chs[i] = start(ctx, b, countedReq("k", l, fmt.Sprint("w", i), n))
+		awaitCount(t, cli, dir, int64(n+i+1))
+	}
+	return chs
 }
 
 // A request whose permit count differs from the queue's fails with
