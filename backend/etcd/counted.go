@@ -187,7 +187,7 @@ func (a *acquisition) permitFor(kvs []*mvccpb.KeyValue) (permit int, watch strin
 func (a *acquisition) whenFreeCounted(ctx context.Context) error {
 	notYet := a.absent()
 	reads := []clientv3.Op{
-		clientv3.OpGet(a.e.key, clientv3.WithKeysOnly()),
+		clientv3.OpGet(a.e.key), // with its lease, for adopt
 		clientv3.OpGet(a.dir, clientv3.WithPrefix(),
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(a.kind.n))),
 	}

@@ -45,7 +45,7 @@ func (a *acquisition) found(ctx context.Context, resp *clientv3.TxnResponse, now
 // adoptExisting continues an enqueue whose Txn found a claim under our
 // name already (see enqueue): it reads the claim and takes it over.
 func (a *acquisition) adoptExisting(ctx context.Context) error {
-	resp, err := a.b.cli.Get(ctx, a.e.key, clientv3.WithKeysOnly())
+	resp, err := a.b.cli.Get(ctx, a.e.key) // not keys-only: see adopt
 	if err != nil {
 		return rpcError(ctx, "acquire", err)
 	}
@@ -56,7 +56,10 @@ func (a *acquisition) adoptExisting(ctx context.Context) error {
 }
 
 // adopt takes over the claim kv found under our name if it is bound to our
-// lease (then it is ours: nobody else creates claims under the name).
+// lease (then it is ours: nobody else creates claims under the name). kv
+// must come from a read that is not keys-only: etcd leaves the lease out
+// of keys-only replies (Lease 0), and the claim would look like another
+// lease's.
 func (a *acquisition) adopt(kv *mvccpb.KeyValue) error {
 	if kv.Lease != int64(a.req.Lease) {
 		// Claim names embed their lease; only a hand-made key can do this.

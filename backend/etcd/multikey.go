@@ -116,7 +116,7 @@ func (a *acquisition) enqueueAll(ctx context.Context) error {
 func (a *acquisition) adoptAll(ctx context.Context) error {
 	ops := make([]clientv3.Op, len(a.e.keys))
 	for i, k := range a.e.keys {
-		ops[i] = clientv3.OpGet(k, clientv3.WithKeysOnly())
+		ops[i] = clientv3.OpGet(k) // with its lease (see adopt)
 	}
 	resp, err := a.b.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {

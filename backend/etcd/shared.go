@@ -108,7 +108,7 @@ func (a *acquisition) whenFreeShared(ctx context.Context) error {
 		a.mayExist = true
 		resp, err := a.b.cli.Txn(ctx).If(noNonShared(a.dir), notYet).
 			Then(a.withStamp(a.put(now))...).
-			Else(clientv3.OpGet(a.e.key, clientv3.WithKeysOnly()), olderNonShared(a.dir, 0)).
+			Else(clientv3.OpGet(a.e.key), olderNonShared(a.dir, 0)). // with its lease, for adopt
 			Commit()
 		if err != nil {
 			return rpcError(ctx, "acquire", err)
