@@ -76,7 +76,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Backend{cli: cli, layout: l, ctx: ctx, cancel: cancel}
-	b.reg = newRegistry(newMux(ctx, cli, b.spawn))
+	b.reg = newRegistry(newMux(ctx, cli, b.spawn), b.abandon)
 	return b, nil
 }
 

@@ -3,7 +3,9 @@ package etcd
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,6 +37,10 @@ type fakeEtcd struct {
 	readErr error
 	lagging bool          // refuse reads at a given revision, as a member behind it would
 	changed chan struct{} // cap 1: signalled after every request served
+	// muxSends counts the requests sent from the mux's receive or check
+	// goroutines, which must never send (see watch.go): a real stream's
+	// Send can block there until the client reads, which only they do.
+	muxSends int
 }
 
 type fakeDelete struct {
@@ -100,6 +106,9 @@ func (s *fakeStream) Send(req *pb.WatchRequest) error {
 	default:
 	}
 	s.sent = append(s.sent, req)
+	if onMuxGoroutine() {
+		e.muxSends++
+	}
 	defer e.signal()
 	hdr := func() *pb.ResponseHeader { return &pb.ResponseHeader{Revision: e.rev} }
 	switch {
@@ -506,8 +515,21 @@ func newTestMux(t *testing.T) *testMux {
 	t.Cleanup(func() {
 		cancel()
 		wg.Wait()
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.muxSends > 0 {
+			t.Errorf("%d requests sent from the mux's receive or check goroutine", e.muxSends)
+		}
 	})
 	return tm
+}
+
+// onMuxGoroutine reports whether the caller runs on the mux's receive or
+// check goroutine.
+func onMuxGoroutine() bool {
+	buf := make([]byte, 64<<10)
+	stack := string(buf[:runtime.Stack(buf, false)])
+	return strings.Contains(stack, "(*mux).receive(") || strings.Contains(stack, "(*mux).check(")
 }
 
 func (tm *testMux) clientClosed() bool {

@@ -33,7 +33,7 @@ func TestKindNames(t *testing.T) {
 // and is registered under each of its keys until forgotten.
 func TestRegistryMultiKeyNames(t *testing.T) {
 	tm := newTestMux(t)
-	r := newRegistry(tm.mux)
+	r := newRegistry(tm.mux, nil)
 	busy := r.add("b/", 1, nil) // takes "1" in b/ only
 	e := r.addClaim([]string{"a/", "b/", "c/"}, exclusive, 1, nil)
 	assert.Equal(t, []string{"a/1-1", "b/1-1", "c/1-1"}, e.keys)
@@ -49,23 +49,37 @@ func TestRegistryMultiKeyNames(t *testing.T) {
 	assert.Equal(t, []string{"a/1", "b/1"}, e2.keys, "forgotten names are free at every key")
 }
 
-// A multi-key claim lost at any one of its keys is reported once, and its
-// name is free again at every key.
+// A multi-key claim lost at any one of its keys is reported once, its
+// remains at the other keys are handed to abandon, and its name stays
+// taken at every key until abandon has removed them (forget): a new claim
+// under the name would take those remains for its own.
 func TestRegistryMultiKeyLoss(t *testing.T) {
 	tm := newTestMux(t)
-	r := newRegistry(tm.mux)
+	type abandoned struct {
+		e     *entry
+		token int64
+	}
+	gone := make(chan abandoned, 2)
+	r := newRegistry(tm.mux, func(e *entry, token int64) { gone <- abandoned{e, token} })
 	lost := make(lossRecorder, 2)
 	r.holdDelay = 0
 	e := r.addClaim([]string{"a/", "b/"}, exclusive, 1, lost)
 	tm.e.put("a/1")
-	r.setToken(e, tm.e.put("b/1"))
+	token := tm.e.put("b/1")
+	r.setToken(e, token)
 	require.True(t, r.promote(e))
 	tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 2 }, "a watch per key")
 	tm.e.del("b/1")
 	recv(t, lost, "OnLost")
 	recv(t, e.lost, "lost closed")
+	assert.Equal(t, abandoned{e, token}, recv(t, gone, "abandon"))
 	tm.e.del("a/1")
 	barrier(t, tm)
 	none(t, lost, "a second OnLost")
+	none(t, gone, "a second abandon")
+	assert.Equal(t, []string{"a/1-1", "b/1-1"}, r.addClaim([]string{"a/", "b/"}, exclusive, 1, nil).keys,
+		"the lost claim's name while its remains may exist")
+	assert.False(t, r.end(e), "end of a lost claim")
+	r.forget(e)
 	assert.Equal(t, []string{"a/1", "b/1"}, r.addClaim([]string{"a/", "b/"}, exclusive, 1, nil).keys)
 }

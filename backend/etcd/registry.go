@@ -47,6 +47,10 @@ import (
 type registry struct {
 	mux                  *mux
 	holdDelay, waitDelay time.Duration // the constants, but in tests
+	// abandon removes, in the background, the remains of a held
+	// multi-key claim (created at revision token) lost at one of its
+	// keys, then forgets its entry. It must not block: keyDeleted calls it.
+	abandon func(e *entry, token int64)
 
 	mu      sync.Mutex
 	entries map[string]*entry
@@ -88,8 +92,8 @@ type entry struct {
 	ended   bool        // released or abandoned: its loss is no longer reported
 }
 
-func newRegistry(m *mux) *registry {
-	return &registry{mux: m, holdDelay: holdDelay, waitDelay: waitDelay, entries: make(map[string]*entry)}
+func newRegistry(m *mux, abandon func(e *entry, token int64)) *registry {
+	return &registry{mux: m, holdDelay: holdDelay, waitDelay: waitDelay, abandon: abandon, entries: make(map[string]*entry)}
 }
 
 // add registers a new claim in the queue directory dir under lease, named
@@ -208,32 +212,45 @@ func (r *registry) mature(e *entry) {
 	}
 	w := &keyWatch{key: e.key, from: e.token + 1, now: true, target: e}
 	s, err := r.mux.begin(w)
+	streams := []*wstream{s}
 	if err == nil {
 		e.watch = w
 		// A multi-key claim is lost when it is lost at any key: its other
 		// keys' watches report to the same entry.
 		for _, k := range e.keys[min(1, len(e.keys)):] {
 			m := &keyWatch{key: k, from: e.token + 1, now: true, target: e}
-			if _, err := r.mux.begin(m); err == nil {
+			if s, err := r.mux.begin(m); err == nil {
 				e.more = append(e.more, m)
+				streams = append(streams, s)
 			}
 		}
 	} // else the mux stopped for good: as if etcd refused the watch
 	r.mu.Unlock()
-	if s != nil {
-		r.mux.flush(s)
+	// The stream can be replaced between two begins: flush every one a
+	// create was queued on (flushing a stream that is no longer current
+	// does nothing; its successor creates every live watch).
+	for i, s := range streams {
+		if s != nil && (i == 0 || s != streams[i-1]) {
+			r.mux.flush(s)
+		}
 	}
 }
 
 // end stops reporting e's loss and stops its timer and watch; the entry
-// stays registered, its name taken, until forget.
-func (r *registry) end(e *entry) {
+// stays registered, its name taken, until forget. It reports false if the
+// claim was already known to be gone (lost): a single-key claim's name may
+// then belong to a newer claim already, and a multi-key claim's remains
+// are being removed (abandon), so the caller must not delete by name.
+// Once end has returned true, keyDeleted changes nothing, so the name
+// stays the claim's until forget.
+func (r *registry) end(e *entry) bool {
 	r.mu.Lock()
 	e.ended = true
 	if e.timer != nil {
 		e.timer.Stop()
 	}
 	w, more := e.watch, e.more
+	live := !e.isLost()
 	r.mu.Unlock()
 	if w != nil {
 		r.mux.stop(w)
@@ -241,6 +258,7 @@ func (r *registry) end(e *entry) {
 	for _, m := range more {
 		r.mux.stop(m)
 	}
+	return live
 }
 
 // forget unregisters e: its claim is known to be gone, and its name free.
@@ -288,7 +306,16 @@ func (r *registry) forgetLease(id backend.LeaseID) {
 	}
 }
 
-// keyDeleted implements watchTarget: the claim is gone.
+// keyDeleted implements watchTarget: the claim is gone, at one of its keys
+// at least.
+//
+// A single-key claim is gone altogether, so its name is free again. A
+// multi-key claim may still exist at its other keys, where it goes on
+// blocking the queue, and its name there must stay taken: were it reused,
+// a new claim of this Backend would find the remains under its name and
+// take them, token and all, for its own. So a held multi-key claim is
+// handed to abandon, which deletes what is left and then frees the name;
+// a waiting one is removed by its failing Acquire.
 func (e *entry) keyDeleted(rev int64) {
 	r := e.reg
 	r.mu.Lock()
@@ -297,24 +324,29 @@ func (e *entry) keyDeleted(rev int64) {
 		return
 	}
 	close(e.lost)
-	r.unregisterLocked(e)
+	if e.keys == nil {
+		r.unregisterLocked(e)
+	}
 	w, more := e.watch, e.more
 	onLost := e.onLost
 	if !e.holding {
 		onLost = nil
 	}
+	abandon, token := e.keys != nil && e.holding, e.token
 	r.mu.Unlock()
-	if more != nil {
-		// A multi-key claim: stop the watches of its other keys (a no-op
-		// for the one that fired).
-		r.mux.stop(w)
-		for _, m := range more {
-			r.mux.stop(m)
-		}
-	}
 	if onLost != nil {
 		onLost.ClaimLost(fmt.Errorf("%w: claim %s no longer exists in etcd (gone at revision %d)",
 			backend.ErrLeaseExpired, e.key, rev))
+	}
+	if more != nil {
+		// The watches of its other keys (a no-op for the one that fired).
+		r.mux.stopLater(w)
+		for _, m := range more {
+			r.mux.stopLater(m)
+		}
+	}
+	if abandon {
+		r.abandon(e, token)
 	}
 }
 

@@ -32,7 +32,7 @@ func TestRegistryReportsLoss(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			tm := newTestMux(t)
-			r := newRegistry(tm.mux)
+			r := newRegistry(tm.mux, nil)
 			lost := make(lossRecorder, 2)
 			r.holdDelay, r.waitDelay = 0, 0
 			e := r.add("c/", 1, lost)
@@ -82,7 +82,7 @@ func TestRegistryLossBeforeTheWatch(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tm := newTestMux(t)
 			tm.e.setLagging(lagging)
-			r := newRegistry(tm.mux)
+			r := newRegistry(tm.mux, nil)
 			r.holdDelay = 0
 			gone, kept := make(lossRecorder, 1), make(lossRecorder, 1)
 			eg := r.add("gone/", 1, gone)
@@ -140,7 +140,7 @@ func barrier(t *testing.T, tm *testMux) {
 func TestRegistryWatchStartsLate(t *testing.T) {
 	t.Run("ReleasedYoung", func(t *testing.T) {
 		tm := newTestMux(t)
-		r := newRegistry(tm.mux)
+		r := newRegistry(tm.mux, nil)
 		r.holdDelay = time.Hour
 		e := r.add("c/", 1, make(lossRecorder, 1))
 		r.setToken(e, tm.e.put(claimKey))
@@ -157,7 +157,7 @@ func TestRegistryWatchStartsLate(t *testing.T) {
 		// A waiter's long wait clock gives way to the hold clock once the
 		// claim is handed out.
 		tm := newTestMux(t)
-		r := newRegistry(tm.mux)
+		r := newRegistry(tm.mux, nil)
 		r.holdDelay, r.waitDelay = 0, time.Hour
 		e := r.add("c/", 1, make(lossRecorder, 1))
 		r.setToken(e, tm.e.put(claimKey))
@@ -178,7 +178,7 @@ func TestRegistryWatchStartsLate(t *testing.T) {
 	})
 	t.Run("Mature", func(t *testing.T) {
 		tm := newTestMux(t)
-		r := newRegistry(tm.mux)
+		r := newRegistry(tm.mux, nil)
 		lost := make(lossRecorder, 1)
 		e := r.add("c/", 1, lost)
 		r.holdDelay = 0
@@ -198,7 +198,7 @@ func TestRegistryWatchStartsLate(t *testing.T) {
 // is free again only once forgotten (or its lease ended).
 func TestRegistryNames(t *testing.T) {
 	tm := newTestMux(t)
-	r := newRegistry(tm.mux)
+	r := newRegistry(tm.mux, nil)
 	lost := make(lossRecorder, 1)
 	e := r.add("c/", 1, lost)
 	require.Equal(t, claimKey, e.key)
@@ -223,4 +223,27 @@ func TestRegistryNames(t *testing.T) {
 
 	r.forgetLease(1)
 	assert.Equal(t, claimKey, r.add("c/", 1, nil).key, "the name of an ended claim of an ended lease")
+}
+
+// A claim lost while its Release is under way - after the Release found it
+// held, before it ended the entry - frees its name, which a new claim may
+// take at once; end then reports the loss, so that Release does not delete
+// by that name.
+func TestRegistryEndAfterLoss(t *testing.T) {
+	tm := newTestMux(t)
+	r := newRegistry(tm.mux, nil)
+	lost := make(lossRecorder, 1)
+	e := r.add("c/", 1, lost)
+	r.holdDelay = 0
+	token := tm.e.put(claimKey)
+	r.setToken(e, token)
+	require.True(t, r.promote(e))
+	tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 1 }, "the claim's watch")
+	require.Same(t, e, r.held(claimKey, token), "what Release finds")
+	lostOnDelete(t, tm, claimKey, lost)
+	assert.Equal(t, claimKey, r.add("c/", 1, nil).key, "a new claim under the lost claim's name")
+	assert.False(t, r.end(e), "end of the claim lost meanwhile")
+
+	live := r.add("c/", 2, nil)
+	assert.True(t, r.end(live), "end of a claim not lost")
 }

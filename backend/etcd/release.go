@@ -27,30 +27,30 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 		return err
 	}
 	key := b.ClaimKey(c)
-	e := b.reg.held(key, int64(c.Token))
-	if e == nil {
-		// A release the registry cannot vouch for (late, retried after the
-		// entry went, misaddressed) compares on the token; token 0 names
-		// no claim.
-		if c.Token == 0 {
-			return nil
-		}
-		if len(c.Keys) > 1 {
-			return rpcError(ctx, "release", b.deleteClaims(ctx, b.claimKeys(c), int64(c.Token)))
-		}
-		return rpcError(ctx, "release", b.deleteClaim(ctx, key, int64(c.Token)))
-	}
-	// End the entry before the delete is sent, so that the delete is not
-	// taken for a loss. Its name is this claim's alone until the entry is
+	// The release of a claim the registry still has as held ends its
+	// entry before the delete is sent, so that the delete is not taken for
+	// a loss. Its name is then this claim's alone until the entry is
 	// forgotten, so a delete by name removes this claim, or, if it has
 	// gone, a stray of an abandoned acquisition that is no one's: as safe
-	// as the Txn, and cheaper.
-	b.reg.end(e)
-	if err := b.deleteEntry(ctx, e, 0); err != nil {
-		return rpcError(ctx, "release", err)
+	// as the Txn, and cheaper. That holds only if the claim was not lost
+	// before end (see registry.end).
+	if e := b.reg.held(key, int64(c.Token)); e != nil && b.reg.end(e) {
+		if err := b.deleteEntry(ctx, e, 0); err != nil {
+			return rpcError(ctx, "release", err)
+		}
+		b.reg.forget(e) // deleted now or gone already: the name is free
+		return nil
 	}
-	b.reg.forget(e) // deleted now or gone already: the name is free
-	return nil
+	// A release the registry cannot vouch for (lost, late, retried after
+	// the entry went, misaddressed) compares on the token; token 0 names
+	// no claim.
+	if c.Token == 0 {
+		return nil
+	}
+	if len(c.Keys) > 1 {
+		return rpcError(ctx, "release", b.deleteClaims(ctx, b.claimKeys(c), int64(c.Token)))
+	}
+	return rpcError(ctx, "release", b.deleteClaim(ctx, key, int64(c.Token)))
 }
 
 // deleteClaim removes the claim at key: the incarnation created at revision
@@ -141,4 +141,13 @@ func (b *Backend) discard(ctx context.Context, e *entry, token int64, now bool) 
 		// Closing: no background work any more, so try once here.
 		try(context.WithoutCancel(ctx), bound)
 	}
+}
+
+// abandon removes what is left of a held multi-key claim that was lost at
+// one of its keys (see entry.keyDeleted), as discard removes a failed
+// Acquire's claim: compared on the claim's identity at every key, and
+// forgotten once it is gone everywhere. It only spawns the work, since the
+// watch that saw the loss calls it.
+func (b *Backend) abandon(e *entry, token int64) {
+	b.spawn(func() { b.discard(b.ctx, e, token, true) })
 }

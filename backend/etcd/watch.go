@@ -66,8 +66,8 @@ import (
 
 // watchTarget is told what becomes of a watch. The mux calls it without
 // holding its lock, from the receive goroutine or a check goroutine, so
-// it must not block and must not wait for the mux; it may call stop. It
-// hears at most one call.
+// it must not block, must not wait for the mux and must not send: it may
+// end watches with stopLater, never with stop. It hears at most one call.
 type watchTarget interface {
 	// keyDeleted reports that the watched incarnation of the key is gone:
 	// deleted at revision rev, or found absent or replaced at rev.
@@ -244,12 +244,30 @@ func (m *mux) begin(w *keyWatch) (*wstream, error) {
 // stop ends w: its target hears nothing more once stop has returned,
 // except for a call the mux had already begun. Stopping a watch that is
 // done does nothing. A delete event for w that crosses the cancel on the
-// wire is dropped (its ID is no longer known).
+// wire is dropped (its ID is no longer known). The cancel is sent before
+// stop returns, unless another caller is sending.
 func (m *mux) stop(w *keyWatch) {
+	if s := m.end(w); s != nil {
+		m.flush(s)
+	}
+}
+
+// stopLater is stop for a watch target, which is called on the receive or
+// a check goroutine: those must never send (see the top of this file), so
+// the cancel is left to the run goroutine.
+func (m *mux) stopLater(w *keyWatch) {
+	if m.end(w) != nil {
+		m.kickFlush()
+	}
+}
+
+// end marks w done and queues its cancel; it returns the stream to flush,
+// or nil if nothing was queued.
+func (m *mux) end(w *keyWatch) *wstream {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	if w.state == watchDone {
-		m.mu.Unlock()
-		return
+		return nil
 	}
 	w.state = watchDone
 	delete(m.live, w)
@@ -257,10 +275,7 @@ func (m *mux) stop(w *keyWatch) {
 	if s != nil {
 		m.cancelLocked(w)
 	}
-	m.mu.Unlock()
-	if s != nil {
-		m.flush(s)
-	}
+	return s
 }
 
 // createLocked queues the create of w on s under a fresh ID.
