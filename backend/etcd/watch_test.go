@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -295,4 +297,25 @@ func TestMuxWatchOfPuts(t *testing.T) {
 	}
 	del := tm.e.del("d")
 	assert.Equal(t, del, recv(t, rd.deleted, "delete of d"))
+}
+
+// A stream whose creates etcd keeps refusing for an expired auth token is
+// opened again with growing pauses (minBackoff, doubled up to maxBackoff),
+// not at every minBackoff: such a refusal is no sign that streams work.
+func TestMuxRefusedStreamsBackOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tm := newTestMux(t)
+		tm.e.refuseKey("k", rpctypes.ErrGRPCInvalidAuthToken.Error())
+		tm.start(&keyWatch{key: "k", from: tm.e.put("k") + 1, target: newRecTarget()})
+		const window = 3 * time.Second
+		time.Sleep(window)
+		synctest.Wait()
+		// 50+100+200+400+800 ms, then one a second: 7 streams in 3 s.
+		want := 0
+		for d, b := time.Duration(0), minBackoff; d <= window; d, b = d+b, min(2*b, maxBackoff) {
+			want++
+		}
+		assert.Equal(t, want, tm.e.streamCount(), "streams opened in %v", window)
+		tm.e.allowKey("k")
+	})
 }

@@ -137,7 +137,9 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 	if m.cur != s {
 		return nil, false, false // a stream being retired
 	}
-	s.heard = true
+	// A response that makes the stream fail is no sign that it works: a
+	// stream whose creates etcd keeps refusing is reopened with backoff.
+	defer func() { s.heard = s.heard || !fail }()
 	switch {
 	case r.Created:
 		if len(s.creates) == 0 {
