@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ash-lock/ashlock/backend"
@@ -70,8 +71,10 @@ type watchNews struct {
 // etcd are retried with backoff and never yielded. The sequence ends when
 // ctx ends; it yields an error wrapping backend.ErrClosed once when the
 // Backend is closed, one wrapping backend.ErrUnavailable when the etcd
-// client is, and one wrapping ErrBadRecord if a claim's value was not
-// written by this package.
+// client is, one wrapping backend.ErrUnavailable when etcd denies the
+// credentials in use access to the key (permission denied), and one
+// wrapping ErrBadRecord if a claim's value was not written by this
+// package.
 func (b *Backend) Observe(ctx context.Context, key string) iter.Seq2[backend.LockInfo, error] {
 	return func(yield func(backend.LockInfo, error) bool) {
 		if err := b.closed("observe"); err != nil {
@@ -95,6 +98,11 @@ func (b *Backend) Observe(ctx context.Context, key string) iter.Seq2[backend.Loc
 		}
 	}
 }
+
+// forbidden reports an error that waiting will not cure: etcd denies the
+// credentials in use access to the prefix. Observe yields it and ends
+// instead of retrying, as Acquire and Inspect fail with it at once.
+func forbidden(err error) bool { return errors.Is(err, rpctypes.ErrPermissionDenied) }
 
 // errStopped: the consumer stopped the iteration.
 var errStopped = errors.New("etcd observe: stopped")
@@ -121,7 +129,7 @@ func (o *observation) run(ctx context.Context) error {
 		switch {
 		case news.compacted:
 			err = o.resync(ctx, false)
-		case o.b.cli.Ctx().Err() != nil:
+		case o.b.cli.Ctx().Err() != nil, forbidden(news.err):
 			err = news.err
 		default:
 			// etcd refused the watch: try again from o.rev+1 after a pause.
@@ -154,7 +162,8 @@ func (o *observation) fatal(ctx context.Context, err error) error {
 // resync replaces the copy of the queue with one read of it, retried with
 // backoff until it succeeds, and yields the state if it is the first or
 // differs from the last one yielded. It fails only once ctx has ended, the
-// etcd client is closed, or on a bad record or the consumer's stop.
+// etcd client is closed, when etcd refuses it for good (see forbidden), or
+// on a bad record or the consumer's stop.
 func (o *observation) resync(ctx context.Context, first bool) error {
 	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
 		resp, err := o.b.cli.Get(ctx, o.dir, clientv3.WithPrefix())
@@ -166,7 +175,7 @@ func (o *observation) resync(ctx context.Context, first bool) error {
 			o.rev = resp.Header.Revision
 			return o.emit(first)
 		}
-		if ctx.Err() != nil || o.b.cli.Ctx().Err() != nil || !sleep(ctx, backoff) {
+		if ctx.Err() != nil || o.b.cli.Ctx().Err() != nil || forbidden(err) || !sleep(ctx, backoff) {
 			return rpcError(ctx, "observe", err)
 		}
 	}

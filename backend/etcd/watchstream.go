@@ -162,6 +162,9 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 			delete(s.byID, pc.id)
 			w.s, w.id = nil, 0
 			err := fmt.Errorf("%w: etcd watch on %s refused: %s", backend.ErrUnavailable, w.key, r.CancelReason)
+			if r.CancelReason == rpctypes.ErrGRPCPermissionDenied.Error() {
+				err = fmt.Errorf("%w: etcd watch on %s refused: %w", backend.ErrUnavailable, w.key, rpctypes.ErrPermissionDenied)
+			}
 			return []notice{m.finishLocked(w, 0, err)}, false, false
 		}
 		if r.WatchId != pc.id {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ash-lock/ashlock/backend"
@@ -167,6 +169,16 @@ func TestAuthFailuresAreClear(t *testing.T) {
 				t.Fatalf("got %v, want ErrUnavailable mentioning %q", err, tt.want)
 			}
 			t.Logf("backend error: %v", err)
+
+			// An Observe fails with it too, once, rather than retry for ever.
+			var errs []error
+			for _, err := range b.Observe(ctx, "k") {
+				errs = append(errs, err)
+			}
+			require.NoError(t, ctx.Err(), "Observe ended by its context, without an error")
+			require.Len(t, errs, 1)
+			assert.ErrorIs(t, errs[0], backend.ErrUnavailable)
+			assert.Contains(t, errs[0].Error(), tt.want)
 		})
 	}
 }
