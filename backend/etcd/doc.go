@@ -89,7 +89,9 @@
 //     constant number of requests.
 //   - Multi-key (multikey.go): one Txn makes the claim at every key (one
 //     create revision: one token) and one Txn releases it; it holds once
-//     it holds at every key, waiting at one key at a time.
+//     it holds at every key, waiting at one key at a time, and a claim
+//     that waited then checks in one Txn that it still exists at every
+//     key.
 //   - Every claim of a key agrees on the permit count (exclusive and
 //     shared claims count as one): an enqueue reads the name of the claim
 //     just ahead, and a request that disagrees removes its claim and fails

@@ -15,7 +15,8 @@ import (
 // revision: the token. The claim holds once it holds at every key, and it
 // waits at one key at a time; that cannot deadlock, since at every key a
 // claim only ever waits for claims with a lower token, whatever the order
-// in which requests list their keys.
+// in which requests list their keys. A claim that waited checks at the end
+// that it still exists at every key (see confirmAll).
 //
 // etcd limits the longest of a Txn's lists (compares, success ops, failure
 // ops) to --max-txn-ops, 128 by default, and a nested Txn's to what the
@@ -25,6 +26,7 @@ import (
 //	enqueue:  If(own name absent per key) Then(Get ahead per key, Put per key)
 //	try:      If(queue free per key [shared: and own name absent per key]) Then(Put per key)
 //	          Else(Get the blocking claim per key)
+//	confirm:  If(identity per key), after waiting, unless stamps (whose Txn compares the same)
 //	release:  Then(Delete per key), or Then(Txn If(identity) Then(Delete) per key)
 //	stamps:   Then(Get stamp per key); then If(identity, stamp unchanged per key)
 //	          Then(Put stamp, Put record per key) Else(Get stamp, Get claim per key)
@@ -60,7 +62,8 @@ func (a *acquisition) multiOps(now time.Time) (free, notYet []clientv3.Cmp, ahea
 // enqueueAll is the fair path of a multi-key claim: one Txn creates the
 // claim at every key if its name is absent everywhere and reads, per key,
 // the claim it would wait for; it holds at once where that read finds
-// none, and waits at the other keys one at a time.
+// none, and waits at the other keys one at a time. If it waited, it then
+// confirms that it still exists at every key.
 func (a *acquisition) enqueueAll(ctx context.Context) error {
 	now := time.Now()
 	_, notYet, ahead, puts := a.multiOps(now)
@@ -93,10 +96,12 @@ func (a *acquisition) enqueueAll(ctx context.Context) error {
 		}
 	}
 	a.acquiredAt = now
+	waited := false
 	for i, dir := range a.dirs {
 		if !wait[i] {
 			continue // held there since the enqueue
 		}
+		waited = true
 		q := queueKey{dir, a.e.keys[i]}
 		var err error
 		if a.kind.shared {
@@ -108,7 +113,40 @@ func (a *acquisition) enqueueAll(ctx context.Context) error {
 			return err
 		}
 	}
+	if waited && a.req.Stamp == nil {
+		// With stamps, stampAll's Txn compares the claim's identity at
+		// every key and makes this check.
+		return a.confirmAll(ctx)
+	}
 	return nil
+}
+
+// confirmAll checks, in one Txn, that the claim still exists at every key.
+// Each wait checked the claim only at the key it waited at, so an operator
+// may have deleted it meanwhile at a key it held before, and another claim
+// may hold that key now; the Acquire must then fail (ErrLeaseExpired, and
+// its cleanup removes the rest), not hold beside that claim. Once the
+// claim exists at every key at one revision it holds them all: it was
+// admitted at each, and later claims only queue behind it. While etcd
+// cannot be reached it tries again (see retryAfter).
+func (a *acquisition) confirmAll(ctx context.Context) error {
+	cmps := make([]clientv3.Cmp, len(a.e.keys))
+	for i, k := range a.e.keys {
+		cmps[i] = incarnation(k, a.token)
+	}
+	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
+		resp, err := a.b.cli.Txn(ctx).If(cmps...).Commit()
+		if err != nil {
+			if err := a.retryAfter(ctx, err, backoff); err != nil {
+				return err
+			}
+			continue
+		}
+		if !resp.Succeeded {
+			return a.lostError()
+		}
+		return nil
+	}
 }
 
 // adoptAll takes over a multi-key claim found under our name: it is ours
