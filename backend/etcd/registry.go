@@ -19,7 +19,8 @@ import (
 // it, so fresh names would slow every later Acquire of a busy key. An entry
 // stays registered, and its name taken, until its claim is known to be gone
 // from etcd: a delete of it succeeded (Release, or the cleanup of a failed
-// Acquire), its watch saw it deleted, or its lease ended. So no two
+// Acquire), its watch saw it deleted, or its lease ended; after a request
+// under the name whose outcome is unknown, until the lease ends. So no two
 // acquisitions of this Backend ever share a name, and the cleanup of a
 // failed Acquire can delete its claim by name alone even when the reply to
 // the Txn that created it was lost. Identity stays name plus create
@@ -90,6 +91,12 @@ type entry struct {
 	more    []*keyWatch // the watches of keys[1:], made with watch
 	holding bool        // Acquire has handed the claim out
 	ended   bool        // released or abandoned: its loss is no longer reported
+	// keep: a request under the name whose outcome is unknown (a create or
+	// delete that failed without an answer) may still be applied, later
+	// than requests sent after it: a late delete by name would remove
+	// whatever claim has the name then. So the name stays taken until the
+	// lease ends (forgetLease), not just until the claim is gone.
+	keep bool
 }
 
 func newRegistry(m *mux, abandon func(e *entry, token int64)) *registry {
@@ -261,11 +268,22 @@ func (r *registry) end(e *entry) bool {
 	return live
 }
 
-// forget unregisters e: its claim is known to be gone, and its name free.
+// forget unregisters e: its claim is known to be gone, and its name free,
+// unless e keeps it (see keepName).
 func (r *registry) forget(e *entry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.unregisterLocked(e)
+	if !e.keep {
+		r.unregisterLocked(e)
+	}
+}
+
+// keepName has e's name stay taken until its lease ends, even once its
+// claim is gone (see entry.keep).
+func (r *registry) keepName(e *entry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e.keep = true
 }
 
 // unregisterLocked removes e's keys from the registry. r.mu held.

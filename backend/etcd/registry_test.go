@@ -247,3 +247,17 @@ func TestRegistryEndAfterLoss(t *testing.T) {
 	live := r.add("c/", 2, nil)
 	assert.True(t, r.end(live), "end of a claim not lost")
 }
+
+// A name kept after a request under it got no answer stays taken when its
+// claim is forgotten, until its lease ends.
+func TestRegistryKeptName(t *testing.T) {
+	tm := newTestMux(t)
+	r := newRegistry(tm.mux, nil)
+	e := r.add("c/", 1, nil)
+	r.end(e)
+	r.keepName(e)
+	r.forget(e)
+	assert.Equal(t, "c/1-1", r.add("c/", 1, nil).key, "the kept name after forget")
+	r.forgetLease(1)
+	assert.Equal(t, claimKey, r.add("c/", 1, nil).key, "the kept name once its lease ended")
+}

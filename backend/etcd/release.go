@@ -19,9 +19,10 @@ import (
 //
 // OnLost is not called for c once Release has been called, whatever its
 // outcome. Release blocks for one round trip; failures wrap
-// backend.ErrUnavailable (joined with ctx.Err() if ctx ended first), and
-// the claim's name stays taken until a later Release of c succeeds or c's
-// lease ends. Safe for concurrent use.
+// backend.ErrUnavailable (joined with ctx.Err() if ctx ended first); a
+// later Release of c may be tried, and the claim's name stays taken until
+// c's lease ends, since the failed delete may still be applied. Safe for
+// concurrent use.
 func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 	if err := b.closed("release"); err != nil {
 		return err
@@ -36,6 +37,7 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 	// before end (see registry.end).
 	if e := b.reg.held(key, int64(c.Token)); e != nil && b.reg.end(e) {
 		if err := b.deleteEntry(ctx, e, 0); err != nil {
+			b.reg.keepName(e) // the delete may yet be applied, late
 			return rpcError(ctx, "release", err)
 		}
 		b.reg.forget(e) // deleted now or gone already: the name is free
@@ -117,6 +119,11 @@ func (b *Backend) claimKeys(c backend.Claim) []string {
 // succeeds or the Backend is closed. The claim's lease bounds how long a
 // claim that cannot be deleted blocks the key.
 func (b *Backend) discard(ctx context.Context, e *entry, token int64, now bool) {
+	if token == 0 {
+		// The create's outcome is unknown: it may yet be applied, and so
+		// may a delete by name that fails below.
+		b.reg.keepName(e)
+	}
 	try := func(parent context.Context, bound time.Duration) bool {
 		cctx, cancel := context.WithTimeout(parent, bound)
 		defer cancel()
