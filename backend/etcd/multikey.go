@@ -25,7 +25,7 @@ import (
 //
 //	enqueue:  If(own name absent per key) Then(Get ahead per key, Put per key)
 //	try:      If(queue free per key [shared: and own name absent per key]) Then(Put per key)
-//	          Else(Get the blocking claim per key)
+//	          Else(Get the blocking claim per key, Get own name per key)
 //	confirm:  If(identity per key), after waiting, unless stamps (whose Txn compares the same)
 //	release:  Then(Delete per key), or Then(Txn If(identity) Then(Delete) per key)
 //	stamps:   Then(Get stamp per key); then If(identity, stamp unchanged per key)
@@ -180,12 +180,22 @@ func (a *acquisition) adoptAll(ctx context.Context) error {
 // creates the claim at every key only if a claim made now would hold every
 // key at once; otherwise it reads what blocks it at each key, and with
 // Fair false waits for the first such claim to go and tries again.
+//
+// The Txn also reads our own name at every key. A claim found under it is
+// a stray (see enqueue): an earlier acquisition's write applied after that
+// acquisition gave up. It is removed, by name, and the Txn sent again;
+// taken for a blocker it would keep a TryAcquire out, and a waiting
+// request would wait for it, bound to our own live lease, until ctx ends.
 func (a *acquisition) whenAllFree(ctx context.Context) error {
 	for {
 		now := time.Now()
 		free, _, ahead, puts := a.multiOps(now)
+		reads := ahead
+		for _, k := range a.e.keys {
+			reads = append(reads, clientv3.OpGet(k, clientv3.WithKeysOnly()))
+		}
 		a.mayExist = true
-		resp, err := a.b.cli.Txn(ctx).If(free...).Then(puts...).Else(ahead...).Commit()
+		resp, err := a.b.cli.Txn(ctx).If(free...).Then(puts...).Else(reads...).Commit()
 		if err != nil {
 			return rpcError(ctx, "acquire", err)
 		}
@@ -193,6 +203,14 @@ func (a *acquisition) whenAllFree(ctx context.Context) error {
 			a.setToken(resp.Header.Revision)
 			a.acquiredAt = now
 			return nil
+		}
+		if a.strayFound(resp) {
+			// The name is lent to this acquisition alone, so the delete
+			// removes no one's claim (see deleteClaim).
+			if err := a.b.deleteClaims(ctx, a.e.keys, 0); err != nil {
+				return rpcError(ctx, "acquire", err)
+			}
+			continue
 		}
 		blocker := ""
 		for i := range a.dirs {
@@ -209,9 +227,7 @@ func (a *acquisition) whenAllFree(ctx context.Context) error {
 			}
 		}
 		if blocker == "" {
-			// Nothing blocks us, so a stray of ours under the name failed
-			// the compares: the cleanup removes it by name.
-			return a.inconsistent()
+			return a.inconsistent() // the compares saw a claim that the reads did not
 		}
 		a.mayExist = false
 		if !a.req.Wait {
@@ -221,6 +237,17 @@ func (a *acquisition) whenAllFree(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// strayFound reports whether whenAllFree's Txn, answered by resp, found a
+// claim under our name at some key.
+func (a *acquisition) strayFound(resp *clientv3.TxnResponse) bool {
+	for i := range a.e.keys {
+		if len(rangeKvs(resp, len(a.e.keys)+i)) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // stampAll stamps a multi-key acquisition: one Txn reads every key's stamp
