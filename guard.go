@@ -124,12 +124,17 @@ func (g *Guard) Value() []byte {
 // A guard that is no longer valid returns its Err and changes nothing. If
 // the store no longer has the claim (even if the guard has not heard yet)
 // SetValue poisons the guard and returns an error wrapping
-// ErrLeaseExpired. A value over 64 KiB is ErrInvalidConfig. Other errors
+// ErrLeaseExpired. A value over 64 KiB, or over 512 KiB for all the keys
+// of a LockAll together, is ErrInvalidConfig. Other errors
 // wrap ErrUnavailable; the value may or may not have been written then.
 // Safe for concurrent use; concurrent SetValues are applied in some order.
 func (g *Guard) SetValue(ctx context.Context, v []byte) error {
 	if len(v) > backend.MaxValueLen {
 		return fmt.Errorf("%w: value of %d bytes, more than %d", ErrInvalidConfig, len(v), backend.MaxValueLen)
+	}
+	if n := len(g.s.claim.AllKeys()); len(v)*n > backend.MaxValueTotal {
+		return fmt.Errorf("%w: value of %d bytes on %d keys, more than %d bytes in all",
+			ErrInvalidConfig, len(v), n, backend.MaxValueTotal)
 	}
 	s := g.s
 	claim, err := s.check()
@@ -232,8 +237,17 @@ func (g *Guard) Unlock(ctx context.Context) error {
 	return g.s.unlock(ctx)
 }
 
+// errDeadlinePassed is why a guard ends at its lease's local deadline.
+var errDeadlinePassed = fmt.Errorf("%w: no renewal acknowledged within the lease's local deadline", ErrLeaseExpired)
+
 // unlock is Unlock on the guard's state.
 func (s *guardState) unlock(ctx context.Context) error {
+	if !s.client.wd.trusted(s.lease) {
+		// The deadline has passed and the scheduler has not ended the
+		// guard yet: end it as the scheduler will, so that the caller
+		// learns the section outran its lease, as check already says.
+		s.end(errDeadlinePassed)
+	}
 	if !s.end(ErrUnlocked) {
 		_, err := s.check()
 		if errors.Is(err, ErrUnlocked) {

@@ -257,7 +257,7 @@ func (wd *watchdog) tick() time.Time {
 	wd.mu.Unlock()
 
 	for _, l := range expired {
-		wd.poison(l, fmt.Errorf("%w: no renewal acknowledged within the lease's local deadline", ErrLeaseExpired))
+		wd.poison(l, errDeadlinePassed)
 	}
 	for _, l := range idle {
 		wd.revokeAsync(l)
@@ -286,8 +286,12 @@ func (wd *watchdog) renew(ctx context.Context, cancel context.CancelFunc, l *lea
 	case err == nil && ttl > 0:
 		// The store counts the new TTL from no earlier than when we sent the
 		// request, so sent + ttl - margin is a safe local deadline.
+		// A lease whose deadline passed while the call was in flight stays
+		// expired, renewed or not: its guards have refused their tokens
+		// since (check), and a guard's validity only ever ends. The
+		// scheduler poisons it on its next tick.
 		d := int64(sent.Add(ttl - margin(ttl)).Sub(wd.epoch))
-		if d > l.deadline.Load() {
+		if old := l.deadline.Load(); wd.now() < old && d > old {
 			l.deadline.Store(d)
 		}
 		l.nextRenew = sent.Add(l.key.interval)
