@@ -27,11 +27,14 @@ type Fence struct {
 	byResource sync.Map
 }
 
-// marks are one resource's two marks. Both only ever grow, and e <= h.
-// They are read without the lock, so a request that changes nothing (the
-// current holder's next request) takes no lock; they are changed only
-// under mu, h before e, so that a reader that loads h and then e never sees
-// e above the h it loaded.
+// marks are one resource's two marks. Both only ever grow, and e <= h
+// except inside an Admit. They are read without the lock, so a request
+// that changes nothing (the current holder's next request) takes no lock;
+// they are changed only under mu. Admit stores e before h: an Admit takes
+// effect when its e is stored, so anyone who has seen its h (a refused
+// stale Admit reports it) sees its e too, and a reader below it is refused.
+// While h still lags, every lock-free decision errs towards the lock (see
+// the fast paths), never towards admitting.
 type marks struct {
 	mu   sync.Mutex
 	h, e atomic.Uint64
@@ -55,9 +58,10 @@ type marks struct {
 func (f *Fence) Admit(resource string, token uint64) error {
 	m := f.of(resource)
 	// Lock-free first, loading e and then h. Both only grow, so a token
-	// below h is stale at the moment h was loaded; and e <= h always, so if
-	// both equalled token when loaded, both did at the moment h was loaded,
-	// and there is nothing to change (the current holder's next request).
+	// below h is stale at the moment h was loaded. If both read token, both
+	// marks were token when e was loaded (h trails e only inside an Admit,
+	// which sets both to one token), and there is nothing to change (the
+	// current holder's next request).
 	e := m.e.Load()
 	h := m.h.Load()
 	if !ValidateWrite(token, h) {
@@ -72,8 +76,8 @@ func (f *Fence) Admit(resource string, token uint64) error {
 	if !ValidateWrite(token, h) {
 		return &StaleTokenError{Resource: resource, Token: token, Highest: h}
 	}
-	m.h.Store(token)
 	m.e.Store(token)
+	m.h.Store(token)
 	return nil
 }
 
