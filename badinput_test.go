@@ -50,6 +50,16 @@ func TestBadInputIsRefusedWithSentinel(t *testing.T) {
 			}
 			return c.LockAll(keys...)
 		}, []error{ashlock.ErrInvalidConfig}},
+		{"LockAll value over 512 KiB in all", func(c *ashlock.LockClient) *ashlock.LockBuilder {
+			keys := make([]string, 64)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("k%d", i)
+			}
+			return c.LockAll(keys...).WithValue(make([]byte, 8<<10+1))
+		}, []error{ashlock.ErrInvalidConfig}},
+		{"LockAll of 9 keys with a 64 KiB value", func(c *ashlock.LockClient) *ashlock.LockBuilder {
+			return c.LockAll("k", "j", "k2", "k3", "k4", "k5", "k6", "k7", "k8").WithValue(make([]byte, 64<<10))
+		}, []error{ashlock.ErrInvalidConfig}},
 		{"LockAll with permits", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.LockAll("k", "j").WithPermits(2) }, []error{ashlock.ErrInvalidConfig}},
 		{"every problem at once", func(c *ashlock.LockClient) *ashlock.LockBuilder {
 			return c.Lock("").WithTTL(-1).WithWatchdogInterval(-1)

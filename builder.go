@@ -105,8 +105,10 @@ func (b *LockBuilder) WithPermits(n int) *LockBuilder {
 }
 
 // WithValue publishes v with the claim: Inspect's Holders show it, and the
-// guard can change it with SetValue. At most 64 KiB (else
-// ErrInvalidConfig). The builder keeps its own copy.
+// guard can change it with SetValue. At most 64 KiB, and for LockAll at
+// most 512 KiB for all keys together (the value is stored at every key, so
+// 64 KiB on up to 8 keys, 8 KiB on 64); else ErrInvalidConfig. The builder
+// keeps its own copy.
 func (b *LockBuilder) WithValue(v []byte) *LockBuilder {
 	nb := *b
 	nb.value = append([]byte{}, v...)
@@ -136,8 +138,11 @@ func (b *LockBuilder) settings() (ttl, interval time.Duration, err error) {
 	case b.shared && b.permits > 1:
 		errs = append(errs, fmt.Errorf("%w: a shared lock with %d permits", ErrInvalidConfig, b.permits))
 	}
-	if len(b.value) > backend.MaxValueLen {
+	if n := max(len(b.keys), 1); len(b.value) > backend.MaxValueLen {
 		errs = append(errs, fmt.Errorf("%w: value of %d bytes, more than %d", ErrInvalidConfig, len(b.value), backend.MaxValueLen))
+	} else if len(b.value)*n > backend.MaxValueTotal {
+		errs = append(errs, fmt.Errorf("%w: value of %d bytes on %d keys, more than %d bytes in all",
+			ErrInvalidConfig, len(b.value), n, backend.MaxValueTotal))
 	}
 	ttl = cmp.Or(b.client.cfg.DefaultTTL, defaultTTL)
 	if b.ttlSet {

@@ -1,6 +1,7 @@
 package ashlock_test
 
 import (
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ash-lock/ashlock"
+	"github.com/ash-lock/ashlock/backend"
 )
 
 // lockKinds are the kinds of lock a builder makes, each on key k (and k2
@@ -141,4 +143,28 @@ func TestGuardReportsItsKind(t *testing.T) {
 	for _, g := range []*ashlock.Guard{p0, p1} {
 		require.NoError(t, g.Unlock(ctx))
 	}
+}
+
+// A LockAll's value is published at each of its keys, so it is bounded in
+// all (backend.MaxValueTotal) as well as per key: the guard's SetValue
+// refuses a value over that bound with ErrInvalidConfig and keeps the old
+// one.
+func TestLockAllValueBoundedInAll(t *testing.T) {
+	c := newClient(t, ashlock.LockConfig{}, nil)
+	ctx := testCtx(t)
+	keys := make([]string, backend.MaxKeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%02d", i)
+	}
+	largest := make([]byte, backend.MaxValueTotal/backend.MaxKeys)
+	g, err := c.LockAll(keys...).WithValue(largest).Acquire(ctx)
+	require.NoError(t, err, "LockAll of %d keys with a %d-byte value", len(keys), len(largest))
+	require.NoError(t, g.SetValue(ctx, []byte("v")))
+	assert.ErrorIs(t, g.SetValue(ctx, make([]byte, len(largest)+1)), ashlock.ErrInvalidConfig)
+	assert.Equal(t, []byte("v"), g.Value())
+	info, err := c.Inspect(ctx, keys[63])
+	require.NoError(t, err)
+	require.Len(t, info.Holders, 1)
+	assert.Equal(t, []byte("v"), info.Holders[0].Value)
+	require.NoError(t, g.Unlock(ctx))
 }

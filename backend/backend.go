@@ -52,6 +52,12 @@ const (
 	MaxPermits  = 1024     // AcquireRequest.Permits is at most this
 	MaxKeys     = 64       // a multi-key request names at most this many keys
 	MaxValueLen = 64 << 10 // AcquireRequest.Value and SetValue hold at most this many bytes
+	// MaxValueTotal bounds a value's length times the number of keys of
+	// the claim: a multi-key claim publishes its value at every key, and
+	// each request that writes the claim carries every copy, while etcd
+	// refuses requests over 1.5 MiB by default. Up to 8 keys take a value
+	// of MaxValueLen, 64 keys one of 8 KiB.
+	MaxValueTotal = 8 * MaxValueLen
 )
 
 // ContextError is the error a Backend method returns when ctx ended while
@@ -116,7 +122,8 @@ type AcquireRequest struct {
 	// MaxPermits; 0 means 1. Multi-key requests use 0 or 1.
 	Permits int
 	// Value is published with the claim (Inspect's Holders show it); at
-	// most MaxValueLen bytes. The Backend keeps its own copy.
+	// most MaxValueLen bytes, and at most MaxValueTotal bytes times the
+	// number of keys. The Backend keeps its own copy.
 	Value []byte
 	// ID is a fresh random UUID per acquisition, or empty when the Backend
 	// implements ClaimNamer. A Backend may name the claim by it, or by a
@@ -289,7 +296,8 @@ type Backend interface {
 	// SetValue replaces the value published with c (on every key of a
 	// multi-key claim) in one write that compares on the claim's identity.
 	// If the store no longer has the claim it changes nothing and returns
-	// an error wrapping ErrLeaseExpired. v is at most MaxValueLen bytes.
+	// an error wrapping ErrLeaseExpired. v is at most MaxValueLen bytes,
+	// and len(v) times the claim's number of keys at most MaxValueTotal.
 	SetValue(ctx context.Context, c Claim, v []byte) error
 
 	// Inspect reports the state of key. A free key gives Held == false and

@@ -25,6 +25,9 @@ func checkRequest(req *backend.AcquireRequest) error {
 		return fmt.Errorf("etcd acquire: Keys[0] %q is not Key %q", req.Keys[0], req.Key)
 	case n > 1 && req.Permits > 1:
 		return fmt.Errorf("etcd acquire: a multi-key claim with %d permits", req.Permits)
+	case len(req.Value)*n > backend.MaxValueTotal:
+		// Every key's put carries the whole record, value included.
+		return fmt.Errorf("etcd acquire: a value of %d bytes on %d keys", len(req.Value), n)
 	}
 	for i := 1; i < n; i++ {
 		if req.Keys[i] <= req.Keys[i-1] {

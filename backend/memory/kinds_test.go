@@ -185,6 +185,10 @@ func TestInvalidRequestsLeaveNothing(t *testing.T) {
 	add("too many permits", func(r *backend.AcquireRequest) { r.Permits = backend.MaxPermits + 1 })
 	add("shared with permits", func(r *backend.AcquireRequest) { r.Shared, r.Permits = true, 2 })
 	add("value too long", func(r *backend.AcquireRequest) { r.Value = make([]byte, backend.MaxValueLen+1) })
+	nineKeys := []string{"k", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8"}
+	add("value too long for its keys", func(r *backend.AcquireRequest) {
+		r.Keys, r.Value = nineKeys, make([]byte, backend.MaxValueLen) // over MaxValueTotal in all
+	})
 	add("multi-key with permits", func(r *backend.AcquireRequest) { r.Keys, r.Permits = []string{"k", "m"}, 2 })
 	add("no keys", func(r *backend.AcquireRequest) { r.Keys = []string{} })
 	add("unsorted keys", func(r *backend.AcquireRequest) { r.Keys = []string{"k", "b"} })
@@ -208,6 +212,12 @@ func TestInvalidRequestsLeaveNothing(t *testing.T) {
 	ok.Permits = backend.MaxPermits
 	ok.Value = make([]byte, backend.MaxValueLen)
 	mustRelease(t, b, mustAcquire(t, b, ok))
+	ok.Permits, ok.Keys = 0, nineKeys[:backend.MaxValueTotal/backend.MaxValueLen]
+	mustRelease(t, b, mustAcquire(t, b, ok))
+	ok.Keys, ok.Value = nineKeys, nil
+	m := mustAcquire(t, b, ok)
+	require.ErrorIs(t, b.SetValue(t.Context(), m, make([]byte, backend.MaxValueLen)), memory.ErrInvalidRequest)
+	mustRelease(t, b, m)
 }
 
 func TestSetValue(t *testing.T) {

@@ -12,7 +12,8 @@ import (
 // or multi-key request with more than one permit, permits outside
 // 0..backend.MaxPermits, keys not sorted and distinct or not starting with
 // Key, more than backend.MaxKeys keys, or a value over
-// backend.MaxValueLen bytes. The root package validates requests first, so
+// backend.MaxValueLen bytes or over backend.MaxValueTotal bytes for all
+// the keys together. The root package validates requests first, so
 // this is a programmer's error; nothing is left behind.
 var ErrInvalidRequest = errors.New("memory: invalid request")
 
@@ -34,6 +35,8 @@ func validate(req *backend.AcquireRequest) error {
 		return invalid(req, "Keys[0] is %q, not Key", req.Keys[0])
 	case req.Permits > 1:
 		return invalid(req, "a multi-key claim takes one permit, not %d", req.Permits)
+	case len(req.Value)*len(req.Keys) > backend.MaxValueTotal:
+		return invalid(req, "value of %d bytes on %d keys exceeds %d in all", len(req.Value), len(req.Keys), backend.MaxValueTotal)
 	}
 	for i := 1; i < len(req.Keys); i++ {
 		if req.Keys[i-1] >= req.Keys[i] {

@@ -13,7 +13,8 @@ import (
 // it (by c.Key, c.ID and c.Token), so the write compares on its identity:
 // if the store no longer has the claim holding its keys, SetValue changes
 // nothing and returns an error wrapping backend.ErrLeaseExpired. A v over
-// backend.MaxValueLen bytes is ErrInvalidRequest. SetValue does not block;
+// backend.MaxValueLen bytes, or over backend.MaxValueTotal bytes for all
+// of c's keys together, is ErrInvalidRequest. SetValue does not block;
 // it fails with ctx's error if ctx has already ended, and with
 // backend.ErrClosed after Close.
 //
@@ -23,6 +24,10 @@ func (b *Backend) SetValue(ctx context.Context, c backend.Claim, v []byte) error
 	if len(v) > backend.MaxValueLen {
 		return fmt.Errorf("memory: set value on %q: %w: value of %d bytes exceeds %d",
 			c.Key, ErrInvalidRequest, len(v), backend.MaxValueLen)
+	}
+	if n := len(c.AllKeys()); len(v)*n > backend.MaxValueTotal {
+		return fmt.Errorf("memory: set value on %q: %w: value of %d bytes on %d keys exceeds %d in all",
+			c.Key, ErrInvalidRequest, len(v), n, backend.MaxValueTotal)
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("memory: set value on %q: %w", c.Key, backend.ContextError(ctx))
