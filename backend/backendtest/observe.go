@@ -94,7 +94,8 @@ func (f *fixture) wantState(info backend.LockInfo, token uint64, v string, what 
 // testObserve checks a backend.Observer (a backend that is not one passes
 // trivially): the current state comes first, then every change of the
 // holders in order - a new holder, a value set, a handoff to a waiter, a
-// lease's end - and nothing from other keys; a later observer starts from
+// lease's end (one change, even with a waiter of the same lease queued) -
+// and nothing from other keys; a later observer starts from
 // the current state; ctx's end ends an observation without an error, and
 // Close makes one yield ErrClosed once.
 func testObserve(f *fixture) {
@@ -134,6 +135,21 @@ func testObserve(f *fixture) {
 		f.t.Fatalf("Revoke: %v", err)
 	}
 	f.wantState(f.next(ob, "W's lease revoked"), 0, "", "W's lease revoked")
+
+	// A lease's end is one change: a waiter of the same lease behind its
+	// holder never shows as the holder on the way.
+	ls := f.grant(holdTTL)
+	h := f.acquire(valued(req(key, ls, "H"), "h1"))
+	f.wantState(f.next(ob, "H acquired"), h.Token, "h1", "H acquired")
+	p := f.start(valued(req(key, ls, "P"), "p1"))
+	f.awaitWaiters(key, "P")
+	if err := f.b.Revoke(f.ctx(), ls.ID); err != nil {
+		f.t.Fatalf("Revoke: %v", err)
+	}
+	f.wantState(f.next(ob, "H's lease, with its waiter P, revoked"), 0, "", "H's lease, with its waiter P, revoked")
+	if _, err := f.wait(p, f.timeout); err == nil {
+		f.t.Errorf("P acquired although its lease was revoked")
+	}
 
 	cancel()
 	for _, x := range []*observation{ob, later} {

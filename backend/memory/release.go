@@ -108,7 +108,9 @@ func (b *Backend) removeLocked(c *claim, why endReason) {
 	}
 	if b.obs != nil {
 		b.obs.markLocked(c)
-		b.flushLocked()
+		if !b.ending {
+			b.flushLocked()
+		}
 	}
 	if c.reqDone {
 		b.recycleLocked(c)
