@@ -53,6 +53,15 @@ func margin(ttl time.Duration) time.Duration {
 	return min(m, ttl/4)
 }
 
+// renewAfter is how long after a renewal's send the next one is due: the
+// interval, but never later than one margin before the local deadline
+// that renewal set, so that the next renewal has time to be answered
+// however close to the TTL the interval was set (an interval is only
+// required to be below the TTL). margin <= ttl/4, so it is above zero.
+func renewAfter(interval, ttl time.Duration) time.Duration {
+	return min(interval, ttl-2*margin(ttl))
+}
+
 // linger is how long an unused lease is kept alive before it is revoked, so
 // that acquire/release cycles do not pay a grant each time.
 func linger(l *lease) time.Duration { return l.ttl }

@@ -138,7 +138,7 @@ func (wd *watchdog) grant(ctx context.Context, l *lease) {
 		l.id, l.ttl, l.margin = got.ID, got.TTL, margin(got.TTL)
 		l.granted = true
 		l.deadline.Store(int64(sent.Add(got.TTL - l.margin).Sub(wd.epoch)))
-		l.nextRenew = sent.Add(l.key.interval)
+		l.nextRenew = sent.Add(renewAfter(l.key.interval, got.TTL))
 		// No guard has joined yet; count the linger from the grant so that
 		// the scheduler does not take the new lease for an idle one.
 		l.idleSince = time.Now()
@@ -294,7 +294,7 @@ func (wd *watchdog) renew(ctx context.Context, cancel context.CancelFunc, l *lea
 		if old := l.deadline.Load(); wd.now() < old && d > old {
 			l.deadline.Store(d)
 		}
-		l.nextRenew = sent.Add(l.key.interval)
+		l.nextRenew = sent.Add(renewAfter(l.key.interval, ttl))
 		wd.metrics.renewMargin(wd.at(l.deadline.Load()).Sub(now))
 	case err == nil || errors.Is(err, backend.ErrLeaseExpired):
 		// The store says the lease is gone: stop trusting it now rather than

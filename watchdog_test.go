@@ -391,3 +391,17 @@ func TestLossDuringARenewalChecksAgain(t *testing.T) {
 		}
 	})
 }
+
+// An interval just below the TTL, which the configuration accepts, still
+// keeps the lease on a healthy store: the renewal is sent a margin before
+// the local deadline instead of after it.
+func TestIntervalCloseToTheTTLKeepsTheLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _ := bubbleClient(t)
+		g, err := c.Lock("k").WithWatchdogInterval(wdTTL - time.Millisecond).Acquire(t.Context())
+		require.NoError(t, err)
+		time.Sleep(20 * wdTTL)
+		require.NoError(t, g.Err(), "after 20 TTLs on a healthy store")
+		require.NoError(t, g.Unlock(t.Context()))
+	})
+}
