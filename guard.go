@@ -145,6 +145,9 @@ func (g *Guard) SetValue(ctx context.Context, v []byte) error {
 	if err := s.client.be.SetValue(ctx, claim, v); err != nil {
 		if errors.Is(err, ErrLeaseExpired) {
 			s.lost(err)
+			if _, err := s.check(); errors.Is(err, ErrUnlocked) {
+				return err // released meanwhile, which removed the claim
+			}
 			return fmt.Errorf("%w: set value of %q: the claim is gone", ErrLeaseExpired, claim.Key)
 		}
 		return withCtx(ctx, err)

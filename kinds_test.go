@@ -1,6 +1,7 @@
 package ashlock_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"testing/synctest"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/ash-lock/ashlock"
 	"github.com/ash-lock/ashlock/backend"
+	"github.com/ash-lock/ashlock/backend/memory"
 )
 
 // lockKinds are the kinds of lock a builder makes, each on key k (and k2
@@ -167,4 +169,35 @@ func TestLockAllValueBoundedInAll(t *testing.T) {
 	require.Len(t, info.Holders, 1)
 	assert.Equal(t, []byte("v"), info.Holders[0].Value)
 	require.NoError(t, g.Unlock(ctx))
+}
+
+// unlockDuringSetValue is a backend whose SetValue first lets the guard be
+// unlocked (the release removes the claim), then asks the store, which no
+// longer has the claim: a SetValue that crossed an Unlock.
+type unlockDuringSetValue struct {
+	backend.Backend
+	unlock func()
+}
+
+func (u *unlockDuringSetValue) SetValue(ctx context.Context, c backend.Claim, v []byte) error {
+	u.unlock()
+	return u.Backend.SetValue(ctx, c, v)
+}
+
+// A SetValue that crosses the guard's Unlock returns the released guard's
+// Err, ErrUnlocked, as one that comes after it does; not ErrLeaseExpired,
+// which would report a loss that never happened.
+func TestSetValueCrossingUnlock(t *testing.T) {
+	m := memory.New()
+	t.Cleanup(func() { _ = m.Close() })
+	be := &unlockDuringSetValue{Backend: m}
+	c, err := ashlock.ConnectWith(t.Context(), ashlock.LockConfig{Logger: quiet}, be)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	g, err := c.Lock("k").WithValue([]byte("v1")).Acquire(t.Context())
+	require.NoError(t, err)
+	be.unlock = func() { require.NoError(t, g.Unlock(t.Context())) }
+
+	assert.ErrorIs(t, g.SetValue(t.Context(), []byte("v2")), ashlock.ErrUnlocked)
+	assert.ErrorIs(t, g.Err(), ashlock.ErrUnlocked)
 }
