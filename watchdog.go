@@ -332,9 +332,17 @@ func (wd *watchdog) poison(l *lease, cause error) {
 	wd.revokeAsync(l)
 }
 
-// revokeAsync revokes l with a bounded context of its own.
+// revokeAsync revokes l with a bounded context of its own, unless the
+// watchdog has closed: Close waits for the goroutines it knows of, so none
+// may start after it (l's claims then end with its TTL).
 func (wd *watchdog) revokeAsync(l *lease) {
+	wd.mu.Lock()
+	if wd.mu.closed {
+		wd.mu.Unlock()
+		return
+	}
 	wd.wg.Add(1)
+	wd.mu.Unlock()
 	go func() {
 		defer wd.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
