@@ -109,9 +109,12 @@
 // key. A name stays taken by its claim, inside the Backend, until the claim
 // is known to be gone from etcd (a delete of it succeeded, its watch saw it
 // go, or its lease ended), so no two acquisitions ever share one, and the
-// cleanup of a failed Acquire can delete its claim by name alone. Reuse
-// costs no safety: a claim's identity is name plus create revision, and
-// each claim under a name has a higher create revision than the last.
+// cleanup of a failed Acquire can delete its claim by name alone. A
+// multi-key claim lost at one key is gone only once the Backend has
+// deleted it at the others; a name under which a create or delete got no
+// answer (it may still be applied, late) stays taken until its lease ends.
+// Reuse costs no safety: a claim's identity is name plus create revision,
+// and each claim under a name has a higher create revision than the last.
 //
 // # Watches
 //
