@@ -212,6 +212,9 @@ func (a *acquisition) whenFreeCounted(ctx context.Context) error {
 			if !a.req.Wait {
 				return a.lockedError()
 			}
+			if err := a.agreesAhead(ctx); err != nil {
+				return err
+			}
 			a.permit = noPermit
 			return a.waitCounted(ctx)
 		}

@@ -12,10 +12,13 @@ import (
 )
 
 // Claims found under our name. An enqueue finds its name taken only when
-// a write under it was applied after its sender stopped waiting for it: the
-// same enqueue, resent after a lost reply, or an earlier acquisition's
-// write that arrived after that acquisition's cleanup (see enqueue). Such a
-// claim bound to our lease has no other owner, and is taken over.
+// a write under it was applied after its sender stopped waiting for it:
+// most often the same enqueue, resent after a lost reply; rarely an
+// earlier acquisition's write applied later still (registry.keepName keeps
+// most such names out of use). Such a claim bound to our lease has no
+// other owner, and is taken over; since the reply that told what was
+// ahead of it was lost, the enqueue's check of the permit count is made
+// again (agreesAhead).
 
 // found continues an acquisition that found a claim under its name
 // already. resp holds reads of that claim and of the head of the queue. If
@@ -39,6 +42,9 @@ func (a *acquisition) found(ctx context.Context, resp *clientv3.TxnResponse, now
 	if !a.req.Wait {
 		return a.lockedError()
 	}
+	if err := a.agreesAhead(ctx); err != nil {
+		return err
+	}
 	return a.waitInQueue(ctx, a.q(), "", 0)
 }
 
@@ -52,7 +58,39 @@ func (a *acquisition) adoptExisting(ctx context.Context) error {
 	if len(resp.Kvs) == 0 {
 		return a.lostError()
 	}
-	return a.adopt(resp.Kvs[0])
+	if err := a.adopt(resp.Kvs[0]); err != nil {
+		return err
+	}
+	return a.agreesAhead(ctx)
+}
+
+// agreesAhead checks that the claim just ahead of ours at each key agrees
+// on the permit count (see kind.agrees): the nearest older claim, or for a
+// shared claim the nearest older non-shared one, as the enqueue reads it.
+// One Txn reads them all.
+func (a *acquisition) agreesAhead(ctx context.Context) error {
+	dirs := a.dirs
+	if dirs == nil {
+		dirs = []string{a.dir}
+	}
+	ops := make([]clientv3.Op, len(dirs))
+	for i, dir := range dirs {
+		if a.kind.shared {
+			ops[i] = olderNonShared(dir, a.token)
+		} else {
+			ops[i] = clientv3.OpGet(dir, append(newestKey[:len(newestKey):len(newestKey)], clientv3.WithMaxCreateRev(a.token-1))...)
+		}
+	}
+	resp, err := a.b.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return rpcError(ctx, "acquire", err)
+	}
+	for i := range dirs {
+		if kvs := rangeKvs(resp, i); len(kvs) > 0 && !a.kind.agrees(string(kvs[0].Key)) {
+			return a.mismatchError()
+		}
+	}
+	return nil
 }
 
 // adopt takes over the claim kv found under our name if it is bound to our

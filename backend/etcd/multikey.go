@@ -173,7 +173,7 @@ func (a *acquisition) adoptAll(ctx context.Context) error {
 		token = kvs[0].CreateRevision
 	}
 	a.setToken(token)
-	return nil
+	return a.agreesAhead(ctx)
 }
 
 // whenAllFree is the path of multi-key requests that do not queue: one Txn

@@ -125,6 +125,9 @@ func (a *acquisition) whenFreeShared(ctx context.Context) error {
 			if !a.req.Wait {
 				return a.lockedError()
 			}
+			if err := a.agreesAhead(ctx); err != nil {
+				return err
+			}
 			return a.waitShared(ctx, a.q(), "", 0)
 		}
 		a.mayExist = false

@@ -92,3 +92,51 @@ func TestLostEnqueueReplyKeepsPlaceOfEveryKind(t *testing.T) {
 		})
 	}
 }
+
+// A request whose enqueue committed but whose reply was lost, and which
+// disagrees with the claim ahead of it on the permit count, fails with
+// ErrPermitMismatch after taking its claim over, as it would have with the
+// reply, and leaves nothing behind.
+func TestLostEnqueueReplyStillChecksPermits(t *testing.T) {
+	kinds := []struct {
+		name   string
+		holder backend.AcquireRequest // holds k
+		req    func(l backend.Lease) backend.AcquireRequest
+	}{
+		{"exclusive behind counted", backend.AcquireRequest{Key: "k", Permits: 2},
+			func(l backend.Lease) backend.AcquireRequest { return request("k", l, "W") }},
+		{"counted behind exclusive", backend.AcquireRequest{Key: "k"},
+			func(l backend.Lease) backend.AcquireRequest { return countedReq("k", l, "W", 3) }},
+		{"shared behind counted", backend.AcquireRequest{Key: "k", Permits: 2},
+			func(l backend.Lease) backend.AcquireRequest { return sharedReq("k", l, "W") }},
+		{"multi-key behind counted", backend.AcquireRequest{Key: "k", Permits: 2},
+			func(l backend.Lease) backend.AcquireRequest {
+				r := request("a", l, "W")
+				r.Keys = []string{"a", "k"}
+				return r
+			}},
+	}
+	for _, kind := range kinds {
+		t.Run(kind.name, func(t *testing.T) {
+			prefix := uniquePrefix(t)
+			d := &dropReply{prefix: prefix, armed: make(chan struct{}), fired: make(chan struct{})}
+			b, cli := newBackend(t, shared, prefix, func(cfg *clientv3.Config) {
+				cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(d.intercept))
+			})
+			hr := request("k", grant(t, b, 30*time.Second), "holder")
+			hr.Permits = kind.holder.Permits
+			h := acquire(t, b, hr)
+
+			close(d.armed)
+			_, err := b.Acquire(testCtx(t, waitBound), kind.req(grant(t, b, 30*time.Second)))
+			select {
+			case <-d.fired:
+			default:
+				t.Fatal("the enqueue reply was not intercepted")
+			}
+			require.ErrorIs(t, err, backend.ErrPermitMismatch)
+			assert.Equal(t, []string{prefix + "claims/k/" + h.ID}, keys(t, cli, prefix+"claims/"), "what is left")
+			release(t, b, h)
+		})
+	}
+}
