@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,8 +65,9 @@ func (r *electionResult) String() string {
 // checkElection runs the election workload's checks: the register's
 // history against the fenced-register model and for lost updates; terms
 // that wrote in increasing order; the observer's stream never backwards,
-// naming the right owners, and containing, in order, every term that
-// wrote.
+// naming the right owners, and containing, in order, every term whose
+// lead was called (written or not: the terms that end before writing are
+// the ones faults cut short).
 //
 // The last check assumes nothing was compacted: etcd's Observe may miss
 // changes inside a compacted gap (DESIGN section 9). The suite never
@@ -112,7 +114,7 @@ func checkElection(name string, reg *resource, acqs []acquisition, seen []observ
 
 	res.observed = len(seen)
 	res.backwards = observedBackwards(seen)
-	res.missed = missedTerms(res.wrote, seen)
+	res.missed = missedTerms(ledTerms(acqs), seen)
 	res.wrongOwner = wrongOwners(seen, acqs)
 	yielded := make(map[uint64]int64)
 	for _, s := range seen {
@@ -185,7 +187,7 @@ func observedBackwards(seen []observed) []string {
 
 // missedTerms checks that every term that wrote appears among the terms
 // Observe yielded, in the same order.
-func missedTerms(wrote []uint64, seen []observed) []string {
+func missedTerms(led []uint64, seen []observed) []string {
 	var tokens []uint64
 	for _, s := range seen {
 		if s.token != 0 && (len(tokens) == 0 || tokens[len(tokens)-1] != s.token) {
@@ -194,23 +196,35 @@ func missedTerms(wrote []uint64, seen []observed) []string {
 	}
 	var out []string
 	i := 0
-	for _, t := range wrote {
+	for _, t := range led {
 		if k := slices.Index(tokens[i:], t); k >= 0 {
 			i += k + 1
 			continue
 		}
 		if slices.Contains(tokens, t) {
-			out = append(out, fmt.Sprintf("term %d wrote, but Observe yielded it out of order", t))
+			out = append(out, fmt.Sprintf("term %d led, but Observe yielded it out of order", t))
 		} else {
-			out = append(out, fmt.Sprintf("term %d wrote, but Observe never yielded it", t))
+			out = append(out, fmt.Sprintf("term %d led, but Observe never yielded it", t))
 		}
 	}
 	return out
 }
 
+// ledTerms returns the terms whose lead was called, in increasing order.
+func ledTerms(acqs []acquisition) []uint64 {
+	out := make([]uint64, 0, len(acqs))
+	for _, a := range acqs {
+		out = append(out, a.token)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // wrongOwners checks that each term Observe yielded carries the owner
-// label and value of the candidate that led it (known for the terms whose
-// lead was called).
+// label and value of the candidate that led it, where its lead was called;
+// a term yielded without a lead call (its candidate's Campaign failed
+// after its claim came first) must still carry the label and value of one
+// candidate.
 func wrongOwners(seen []observed, acqs []acquisition) []string {
 	who := make(map[uint64]int, len(acqs))
 	for _, a := range acqs {
@@ -218,8 +232,15 @@ func wrongOwners(seen []observed, acqs []acquisition) []string {
 	}
 	var out []string
 	for _, s := range seen {
+		if s.token == 0 {
+			continue
+		}
 		id, ok := who[s.token]
 		if !ok {
+			n, isChild := strings.CutPrefix(s.owner, childOwner)
+			if c, err := strconv.Atoi(n); !isChild || err != nil || s.value != candidateValue(c) {
+				out = append(out, fmt.Sprintf("Observe named term %d %q with value %q, which no candidate is", s.token, s.owner, s.value))
+			}
 			continue
 		}
 		wantOwner, wantValue := fmt.Sprintf("%s%d", childOwner, id), candidateValue(id)

@@ -29,7 +29,7 @@ func TestObservedStreamChecks(t *testing.T) {
 
 	missed := missedTerms([]uint64{5, 9, 12}, seenTokens(0, 5, 12, 0))
 	require.Len(t, missed, 1)
-	require.Contains(t, missed[0], "term 9 wrote, but Observe never yielded it")
+	require.Contains(t, missed[0], "term 9 led, but Observe never yielded it")
 	// Order: the stream is checked as a sequence, not as a set.
 	require.Len(t, missedTerms([]uint64{5, 9}, seenTokens(9, 5)), 1)
 }
@@ -40,6 +40,11 @@ func TestWrongOwners(t *testing.T) {
 	require.Empty(t, wrongOwners(good, acqs))
 	bad := []observed{{token: 9, owner: "child-14", value: "candidate-14"}}
 	require.Len(t, wrongOwners(bad, acqs), 1)
+	// A term yielded that no lead call is known for: a candidate's, or a
+	// phantom.
+	require.Empty(t, wrongOwners([]observed{{token: 7, owner: "child-15", value: "candidate-15"}}, acqs))
+	require.Len(t, wrongOwners([]observed{{token: 7, owner: "someone", value: "x"}}, acqs), 1)
+	require.Len(t, wrongOwners([]observed{{token: 7, owner: "child-15", value: "candidate-14"}}, acqs), 1)
 }
 
 // A leader that writes with its term after a newer term has written - the

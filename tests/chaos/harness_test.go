@@ -207,8 +207,8 @@ func (h *harness) stopHolders() []error {
 	}
 	if h.obs != nil {
 		// The candidates have stopped: the observer must now see the last
-		// term that wrote, then nobody leading.
-		if err := h.obs.stop(lastTerm(h.elReg)); err != nil {
+		// term that led or wrote, then nobody leading.
+		if err := h.obs.stop(lastTerm(h.elReg, h.elAcqs)); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -91,7 +92,16 @@ func (l *libLocker) acquire(ctx context.Context) (held, error) {
 
 // acquireAll takes every one of keys at once with LockAll.
 func (l *libLocker) acquireAll(ctx context.Context, keys []string) (held, error) {
-	return l.acquireWith(ctx, l.client.LockAll(keys...).WithOwner(l.owner).WithFairness(l.fair))
+	hd, err := l.acquireWith(ctx, l.client.LockAll(keys...).WithOwner(l.owner).WithFairness(l.fair))
+	if err != nil {
+		return nil, err
+	}
+	// The holder works on the keys it asked for, not on those the guard
+	// reports: a LockAll that held fewer keys than asked, and said so,
+	// would otherwise go unseen, its holder touching only what it holds.
+	lh := hd.(*libHeld)
+	lh.want = slices.Sorted(slices.Values(keys))
+	return lh, nil
 }
 
 func (l *libLocker) acquireWith(ctx context.Context, b *ashlock.LockBuilder) (held, error) {
@@ -117,6 +127,7 @@ type libHeld struct {
 	g     *ashlock.Guard
 	claim uint64
 	cmp   clientv3.Cmp
+	want  []string // a LockAll's keys as asked for, sorted; nil for one key
 }
 
 func (h *libHeld) token() uint64 { return h.claim }
@@ -131,8 +142,13 @@ func (h *libHeld) valid() bool {
 	return err == nil
 }
 
-func (h *libHeld) permit() int                       { return h.g.Permit() }
-func (h *libHeld) keys() []string                    { return h.g.Keys() }
+func (h *libHeld) permit() int { return h.g.Permit() }
+func (h *libHeld) keys() []string {
+	if h.want != nil {
+		return h.want
+	}
+	return h.g.Keys()
+}
 func (h *libHeld) done() <-chan struct{}             { return h.g.Done() }
 func (h *libHeld) owns() clientv3.Cmp                { return h.cmp }
 func (h *libHeld) release(ctx context.Context) error { return h.g.Unlock(ctx) }

@@ -186,13 +186,17 @@ func maxObserved(seen []observed) uint64 {
 	return m
 }
 
-// lastTerm returns the highest term whose write reg admitted (0 if none).
-func lastTerm(reg *resource) uint64 {
+// lastTerm returns the highest term whose write reg admitted or whose lead
+// was called (0 if none).
+func lastTerm(reg *resource, acqs *acquisitions) uint64 {
 	var t uint64
 	for _, o := range reg.hist.snapshot() {
 		if o.in.kind == opWrite && o.out.status == statusOK {
 			t = max(t, o.in.token)
 		}
+	}
+	for _, a := range acqs.snapshot() {
+		t = max(t, a.token)
 	}
 	return t
 }
