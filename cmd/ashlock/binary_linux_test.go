@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -102,5 +103,74 @@ func TestBinaryGivesTheCommandTheTerminal(t *testing.T) {
 	}
 	if !bytes.Contains(got, []byte("got:hello")) {
 		t.Errorf("terminal showed %q, want the command to have read the line", got)
+	}
+}
+
+// A command that cannot be executed after ashlock forked it (here a script
+// whose interpreter does not exist) leaves the terminal to the shell that
+// ran ashlock: the child had already been made the terminal's foreground
+// group when its exec failed, and ashlock takes the terminal back.
+func TestBinaryGivesTheTerminalBackWhenTheCommandCannotStart(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "noexec")
+	if err := os.WriteFile(script, []byte("#!/nonexistent/interpreter\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	master, slave := openPTY(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c",
+		`"$0" run job -- "$1"; echo "rc=$?"; read line; echo "got:$line"`, binary, script)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+
+	if err := master.SetReadDeadline(time.Now().Add(testTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan []byte, 1)
+	go func() {
+		var all bytes.Buffer
+		buf := make([]byte, 256)
+		for {
+			n, err := master.Read(buf)
+			all.Write(buf[:n])
+			if bytes.Contains(all.Bytes(), []byte("rc=")) && !bytes.Contains(all.Bytes(), []byte("hello")) {
+				master.Write([]byte("hello\n"))
+			}
+			if err != nil { // EIO once every process has closed the terminal
+				out <- all.Bytes()
+				return
+			}
+		}
+	}()
+	got := <-out
+	if code := waitExit(t, cmd); code != 0 {
+		t.Errorf("the shell's exit code = %d, want 0; terminal showed %q", code, got)
+	}
+	if !bytes.Contains(got, []byte("rc=127")) || !bytes.Contains(got, []byte("got:hello")) {
+		t.Errorf("terminal showed %q, want ashlock's exit 127 and then the shell reading the line", got)
+	}
+}
+
+// A signal forwarded to a command whose group is stopped (Ctrl-Z, SIGTTIN,
+// SIGSTOP) still ends it: ashlock sends SIGCONT after it, as a shell does,
+// instead of holding the lock for ever behind a signal left pending.
+func TestBinaryForwardedSignalReachesAStoppedCommand(t *testing.T) {
+	cmd, lines := startBinary(t, "run", "job", "--", "sh", "-c", `echo pid=$$; sleep 60 </dev/null >/dev/null 2>&1 & wait`)
+	pid, err := strconv.Atoi(strings.TrimPrefix(nextLine(t, lines, "pid="), "pid="))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(-pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, cmd); code != 128+int(syscall.SIGTERM) {
+		t.Errorf("ashlock exit code = %d, want %d (the command's, ended by SIGTERM)", code, 128+int(syscall.SIGTERM))
 	}
 }

@@ -19,6 +19,7 @@ import (
 )
 
 func main() {
+	survivePipes()
 	os.Exit(dispatch(os.Args[1:], &env{
 		stdin:   os.Stdin,
 		stdout:  os.Stdout,

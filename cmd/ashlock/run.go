@@ -5,6 +5,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/ash-lock/ashlock/backend"
@@ -63,7 +64,17 @@ func (o *runOptions) flagSet(getenv func(string) string) *flag.FlagSet {
 	fs.StringVar(&o.owner, "owner", "", "holder label")
 	fs.BoolVar(&o.quiet, "quiet", false, "no message when not acquired")
 	fs.BoolVar(&o.shared, "shared", false, "take a shared (read) lock")
-	fs.IntVar(&o.permits, "permits", 1, "counted lock: at most N holders at once")
+	o.permits = 1
+	fs.Func("permits", "counted lock: at most N holders at once", func(v string) error {
+		// Decimal only: flag's IntVar would read 010 as 8 and 0x10 as 16,
+		// and a count that differs from other runs' is ErrPermitMismatch.
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("not a decimal number: %q", v)
+		}
+		o.permits = n
+		return nil
+	})
 	fs.StringVar(&o.value, "value", "", "value published with the claim")
 	return fs
 }

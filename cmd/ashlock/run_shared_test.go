@@ -13,6 +13,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/ash-lock/ashlock"
 )
 
@@ -285,6 +288,7 @@ func TestRunNewFlagsUsageErrors(t *testing.T) {
 		{"negative permits", []string{"--permits", "-2"}, "--permits must be in 1..1024, got -2"},
 		{"too many permits", []string{"--permits", "1025"}, "--permits must be in 1..1024, got 1025"},
 		{"permits not a number", []string{"--permits", "three"}, "permits"},
+		{"permits in hex", []string{"--permits", "0x10"}, `not a decimal number: "0x10"`},
 		{"shared with permits", []string{"--shared", "--permits", "2"}, "--shared and --permits 2"},
 		{"value over 64 KiB", []string{"--value", maxValue + "v"}, "--value is 65537 bytes"},
 	}
@@ -327,4 +331,13 @@ func TestRunNewFlagsUsageErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// --permits is read in decimal: 010 is ten permits, not eight (Go's flag
+// package would read it as octal).
+func TestRunPermitsAreDecimal(t *testing.T) {
+	f := newFixture(t)
+	o, code, done := parseRun([]string{"--permits", "010", "job", "--", "true"}, f.env)
+	require.False(t, done, "exit code %d, stderr %q", code, f.stderr)
+	assert.Equal(t, 10, o.permits)
 }

@@ -53,6 +53,16 @@ func notifySignals() (<-chan os.Signal, func()) {
 	return ch, func() { signal.Stop(ch) }
 }
 
+// survivePipes keeps ashlock alive when its stdout or stderr is a pipe
+// whose reader has gone (ashlock run ... 2>&1 | head): by default a write
+// there raises SIGPIPE, which would kill ashlock - perhaps in the middle of
+// stopping a command whose lock is lost, leaving the command's group
+// running without it. Caught, SIGPIPE only makes such writes fail. (Not
+// ignored: the command would inherit an ignored SIGPIPE.)
+func survivePipes() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+}
+
 // signalName is sig's short name for messages ("TERM", "INT").
 func signalName(sig os.Signal) string {
 	if s, ok := sig.(syscall.Signal); ok {

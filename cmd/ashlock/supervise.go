@@ -44,6 +44,11 @@ func supervise(h *held, o runOptions, e *env, sigs <-chan os.Signal) int {
 	)
 	term := prepareChild(cmd, e.stdin)
 	if err := cmd.Start(); err != nil {
+		// The child may have taken the terminal before its exec failed:
+		// take it back, or the shell that started ashlock finds its
+		// terminal owned by a group that no longer exists.
+		term.started()
+		term.restore()
 		e.errorf("cannot run %s: %v", o.argv[0], err)
 		return startExitCode(err)
 	}
@@ -62,14 +67,18 @@ func supervise(h *held, o runOptions, e *env, sigs <-chan os.Signal) int {
 		select {
 		case s := <-sigs:
 			// ESRCH (the group just exited) is the only expected failure,
-			// and the exit is about to arrive on waitc.
+			// and the exit is about to arrive on waitc. SIGCONT after it,
+			// as shells do: a stopped group would keep the signal pending.
 			if sig, ok := s.(syscall.Signal); ok {
 				_ = syscall.Kill(-pgid, sig)
+				_ = syscall.Kill(-pgid, syscall.SIGCONT)
 			}
 		case <-done:
 			done = nil
-			e.errorf("%q: lock lost while the command ran (%v); sending SIGTERM, SIGKILL after %v", o.key, h.guard.Err(), grace)
+			// Signal first: the message could fail (a closed stderr), and
+			// the command must not run on for it.
 			stop.term()
+			e.errorf("%q: lock lost while the command ran (%v); sent SIGTERM, SIGKILL after %v", o.key, h.guard.Err(), grace)
 		case <-stop.killC():
 			e.errorf("%q: command still running %v after SIGTERM; sending SIGKILL", o.key, grace)
 			stop.kill()
@@ -95,8 +104,8 @@ func finish(h *held, o runOptions, e *env, cmd *exec.Cmd, waitErr error, stop *s
 		if err := h.guard.Err(); !errors.Is(err, ashlock.ErrLeaseExpired) {
 			return code
 		}
-		e.errorf("%q: lock lost as the command exited (status %d)", o.key, code)
 		stop.term()
+		e.errorf("%q: lock lost as the command exited (status %d)", o.key, code)
 	}
 	// Processes the command started may still be running in its group
 	// without the lock: give them the rest of the grace, then kill them.
@@ -123,6 +132,7 @@ func (s *stopper) term() {
 	}
 	s.termSent = true
 	_ = syscall.Kill(-s.pgid, syscall.SIGTERM)
+	_ = syscall.Kill(-s.pgid, syscall.SIGCONT) // a stopped group acts on it too
 	s.timer = time.NewTimer(s.grace)
 }
 

@@ -3,6 +3,7 @@
 package cli_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,9 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // runDetached runs ashlock to the end without touching t, for use from
@@ -227,4 +231,40 @@ while :; do sleep 60 </dev/null >/dev/null 2>&1 & wait; done`},
 			eventually(t, "the command to be gone", func() bool { return processGone(pid) })
 		})
 	}
+}
+
+// A lease lost while ashlock's stderr is a pipe nobody reads any more (a
+// log shipper that died, "2>&1 | head") still stops the command's whole
+// group: the messages about the loss cannot be written, and that must not
+// end ashlock before it has signalled the group.
+func TestLeaseRevokedStopsTheCommandWithStderrGone(t *testing.T) {
+	seed, prefix := seedFor(t)
+	cli := shared.Client(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "run", "--seed", seed, "--ttl", "3s", "nightly", "--",
+		"sh", "-c", `sleep 60 </dev/null >/dev/null 2>&1 & echo straggler=$!; wait`)
+	out, outW, err := os.Pipe()
+	require.NoError(t, err)
+	errR, errW, err := os.Pipe()
+	require.NoError(t, err)
+	cmd.Stdout, cmd.Stderr = outW, errW
+	require.NoError(t, cmd.Start())
+	outW.Close()
+	errW.Close()
+	errR.Close() // every write to stderr from now on fails with EPIPE
+	t.Cleanup(func() { _ = cmd.Wait() })
+
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "straggler=")))
+	require.NoError(t, err, "line %q", line)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	require.Equal(t, 1, revokeClaims(t, cli, prefix), "leases revoked")
+
+	eventually(t, "the command's background process to be gone", func() bool { return processGone(pid) })
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	assert.Equal(t, exitLockLost, exit.ExitCode(), "ashlock's exit (-1: killed by a signal)")
 }
