@@ -329,6 +329,9 @@ func printable(v []byte) bool {
 // showLabel renders an owner label: as it is if printable, quoted
 // otherwise (so that a label cannot forge lines of the output).
 func showLabel(s string) string {
+	if !utf8.ValidString(s) {
+		return strconv.Quote(s) // see showWord
+	}
 	for _, r := range s {
 		if !unicode.IsPrint(r) {
 			return strconv.Quote(s)

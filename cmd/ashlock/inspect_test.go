@@ -514,3 +514,14 @@ func TestInspectShowsEveryHolder(t *testing.T) {
 		}
 	})
 }
+
+// A label that is not valid UTF-8 is quoted: its bytes may be control
+// bytes to a terminal that is not UTF-8.
+func TestShowLabelQuotesInvalidUTF8(t *testing.T) {
+	if got, want := showLabel("a\xff\x9b2J"), `"a\xff\x9b2J"`; got != want {
+		t.Errorf("showLabel = %s, want %s", got, want)
+	}
+	if got := showLabel("host-a:123"); got != "host-a:123" {
+		t.Errorf("showLabel of a plain label = %s", got)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/ash-lock/ashlock"
 )
@@ -153,8 +154,10 @@ func writeLeaderText(w io.Writer, l ashlock.Leader, at time.Time) error {
 // is made of printable characters other than spaces and quotes, quoted
 // otherwise (and when empty).
 func showWord(s string) string {
-	if s == "" {
-		return `""`
+	if s == "" || !utf8.ValidString(s) {
+		// Invalid bytes decode as U+FFFD, which is printable, but may be
+		// control bytes to a terminal that is not UTF-8 (0x9b is CSI).
+		return strconv.Quote(s)
 	}
 	for _, r := range s {
 		if !unicode.IsPrint(r) || unicode.IsSpace(r) || r == '"' {

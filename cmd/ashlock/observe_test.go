@@ -237,6 +237,8 @@ func TestWriteLeaderTextIsSafe(t *testing.T) {
 		{"a label with spaces and quotes", ashlock.Leader{Owner: `my "host" 1`, Token: 7},
 			`2026-12-01T16:25:00.123Z leader owner="my \"host\" 1" token=7` + "\n"},
 		{"an empty label", ashlock.Leader{Token: 7}, `2026-12-01T16:25:00.123Z leader owner="" token=7` + "\n"},
+		{"a label that is not UTF-8", ashlock.Leader{Owner: "a\xff\x9b2J", Token: 7},
+			`2026-12-01T16:25:00.123Z leader owner="a\xff\x9b2J" token=7` + "\n"},
 		{"binary value", ashlock.Leader{Owner: "o", Token: 7, Value: []byte{0, 0xff, 0x1b}},
 			"2026-12-01T16:25:00.123Z leader owner=o token=7 value=3 bytes, hex 00ff1b\n"},
 	}
