@@ -77,15 +77,21 @@ func (b *Backend) KeepAlive(ctx context.Context, id backend.LeaseID) (time.Durat
 // Revoke ends lease id at once; etcd deletes every claim bound to it, and
 // their holders' OnLost fire. Revoking a lease etcd does not know (expired,
 // already revoked) returns nil. Other failures wrap backend.ErrUnavailable,
-// joined with ctx.Err() if ctx ended first. Safe for concurrent use.
+// joined with ctx.Err() if ctx ended first; the lease then expires at its
+// TTL. Whatever the outcome, no claim may be made under the lease again.
+// Safe for concurrent use.
 func (b *Backend) Revoke(ctx context.Context, id backend.LeaseID) error {
 	if err := b.closed("lease revoke"); err != nil {
 		return err
 	}
 	_, err := b.cli.Revoke(ctx, clientv3.LeaseID(id))
+	// A lease its owner revokes is done with, whether the revoke got
+	// through or the lease is left to expire: no claim is made under it
+	// again, so the names of its ended claims can go now (or they would
+	// stay for the Backend's life when etcd cannot be reached).
+	b.reg.forgetLease(id)
 	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return rpcError(ctx, "lease revoke", err)
 	}
-	b.reg.forgetLease(id)
 	return nil
 }

@@ -19,8 +19,9 @@ import (
 // it, so fresh names would slow every later Acquire of a busy key. An entry
 // stays registered, and its name taken, until its claim is known to be gone
 // from etcd: a delete of it succeeded (Release, or the cleanup of a failed
-// Acquire), its watch saw it deleted, or its lease ended; after a request
-// under the name whose outcome is unknown, until the lease ends. So no two
+// Acquire), its watch saw it deleted (at every key, for a multi-key claim:
+// see keyDeleted), or its lease ended; after a request under the name
+// whose outcome is unknown, until the lease ends (keepName). So no two
 // acquisitions of this Backend ever share a name, and the cleanup of a
 // failed Acquire can delete its claim by name alone even when the reply to
 // the Txn that created it was lost. Identity stays name plus create
@@ -275,7 +276,11 @@ func (r *registry) forget(e *entry) {
 	defer r.mu.Unlock()
 	if !e.keep {
 		r.unregisterLocked(e)
+		return
 	}
+	// Kept, it holds only its name until the lease ends: not its loss
+	// listener (the guard, with its value).
+	e.onLost = nil
 }
 
 // keepName has e's name stay taken until its lease ends, even once its
@@ -312,8 +317,9 @@ func (r *registry) held(key string, token int64) *entry {
 	return nil
 }
 
-// forgetLease unregisters the ended entries of lease id, which has ended:
-// their claims went with it. (Live entries hear of it from their watches.)
+// forgetLease unregisters the ended entries of lease id, which has ended
+// or is being revoked: their claims go with it, and no claim is made under
+// it any more. (Live entries hear of it from their watches.)
 func (r *registry) forgetLease(id backend.LeaseID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

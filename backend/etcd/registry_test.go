@@ -253,11 +253,12 @@ func TestRegistryEndAfterLoss(t *testing.T) {
 func TestRegistryKeptName(t *testing.T) {
 	tm := newTestMux(t)
 	r := newRegistry(tm.mux, nil)
-	e := r.add("c/", 1, nil)
+	e := r.add("c/", 1, make(lossRecorder, 1))
 	r.end(e)
 	r.keepName(e)
 	r.forget(e)
 	assert.Equal(t, "c/1-1", r.add("c/", 1, nil).key, "the kept name after forget")
+	assert.Nil(t, e.onLost, "the kept entry's loss listener (the guard) after forget")
 	r.forgetLease(1)
 	assert.Equal(t, claimKey, r.add("c/", 1, nil).key, "the kept name once its lease ended")
 }

@@ -104,7 +104,8 @@ func (b *Backend) claimKeys(c backend.Claim) []string {
 	return out
 }
 
-// discard removes the claim of a failed Acquire and then frees its name.
+// discard removes the claim of a failed Acquire and then frees its name,
+// unless the name is kept (see registry.keepName).
 // It uses contexts of its own, detached from ctx's cancellation (ctx has
 // often ended: that may be why Acquire failed), so cleanup neither hangs on
 // a dead caller context nor is skipped because of one.
@@ -151,10 +152,23 @@ func (b *Backend) discard(ctx context.Context, e *entry, token int64, now bool) 
 }
 
 // abandon removes what is left of a held multi-key claim that was lost at
-// one of its keys (see entry.keyDeleted), as discard removes a failed
-// Acquire's claim: compared on the claim's identity at every key, and
-// forgotten once it is gone everywhere. It only spawns the work, since the
-// watch that saw the loss calls it.
+// one of its keys (see entry.keyDeleted), compared on the claim's identity
+// at every key, and then frees its name. It only spawns the work, since
+// the watch that saw the loss calls it; the work tries until it succeeds
+// or the Backend is closed, which it does not hold up.
 func (b *Backend) abandon(e *entry, token int64) {
-	b.spawn(func() { b.discard(b.ctx, e, token, true) })
+	b.spawn(func() {
+		for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
+			ctx, cancel := context.WithTimeout(b.ctx, cleanupTimeout)
+			err := b.deleteEntry(ctx, e, token)
+			cancel()
+			if err == nil {
+				b.reg.forget(e)
+				return
+			}
+			if !sleep(b.ctx, backoff) {
+				return
+			}
+		}
+	})
 }
