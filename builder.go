@@ -61,10 +61,10 @@ func (b *LockBuilder) WithFairness(fair bool) *LockBuilder {
 
 // WithWatchdogInterval sets how often the lease is renewed; it must be
 // shorter than the TTL (else ErrInvalidConfig). By default it is a third
-// of the TTL. However long it is, each renewal is sent at least a safety
+// of the TTL. However long it is, each renewal is due at least a safety
 // margin (about a tenth of the TTL, at least 100ms) before the guard's
-// local deadline, so that an interval close to the TTL still keeps the
-// lease.
+// local deadline, and one that fails is tried again before that margin
+// starts, so that an interval close to the TTL still keeps the lease.
 func (b *LockBuilder) WithWatchdogInterval(d time.Duration) *LockBuilder {
 	nb := *b
 	nb.interval, nb.intervalSet = d, true

@@ -293,16 +293,24 @@ func (wd *watchdog) renew(ctx context.Context, cancel context.CancelFunc, l *lea
 		d := int64(sent.Add(ttl - margin(ttl)).Sub(wd.epoch))
 		if old := l.deadline.Load(); wd.now() < old && d > old {
 			l.deadline.Store(d)
+			wd.metrics.renewMargin(wd.at(d).Sub(now))
 		}
 		l.nextRenew = sent.Add(renewAfter(l.key.interval, ttl))
-		wd.metrics.renewMargin(wd.at(l.deadline.Load()).Sub(now))
 	case err == nil || errors.Is(err, backend.ErrLeaseExpired):
 		// The store says the lease is gone: stop trusting it now rather than
 		// at the deadline.
 		l.deadline.Store(wd.now())
 	default:
-		// Transient failure: retry soon; the deadline stands.
-		l.nextRenew = now.Add(max(l.key.interval/4, 10*time.Millisecond))
+		// Transient failure: retry soon, and no later than the start of
+		// the deadline's margin (where renewals are due, see renewAfter);
+		// inside it, at a quarter of the time left, so that a store back
+		// just before the deadline still renews. The deadline stands.
+		until := wd.at(l.deadline.Load()).Sub(now)
+		retry := min(l.key.interval/4, until-l.margin)
+		if retry <= 0 {
+			retry = until / 4
+		}
+		l.nextRenew = now.Add(max(retry, 10*time.Millisecond))
 		wd.log.Debug("ashlock: lease renewal failed", "lease", int64(l.id), "err", err)
 	}
 	if l.recheck {

@@ -405,3 +405,25 @@ func TestIntervalCloseToTheTTLKeepsTheLease(t *testing.T) {
 		require.NoError(t, g.Unlock(t.Context()))
 	})
 }
+
+// A renewal that fails when it is due, a margin before the deadline, is
+// tried again before the deadline, however long the interval: a store that
+// is back within that time keeps the lease.
+func TestFailedRenewalIsRetriedBeforeTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, b := bubbleClient(t)
+		const ttl = 10 * time.Second
+		g, err := c.Lock("k").WithTTL(ttl).WithWatchdogInterval(9 * time.Second).Acquire(t.Context())
+		require.NoError(t, err)
+		// The renewal due at TTL - 2 margins fails; the store is back
+		// 100ms later, 0.9s before the deadline (TTL - margin).
+		b.FailRenewals(errInjected)
+		time.Sleep(8*time.Second + 100*time.Millisecond)
+		synctest.Wait()
+		b.FailRenewals(nil)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		require.NoError(t, g.Err(), "2s after the store came back")
+		require.NoError(t, g.Unlock(t.Context()))
+	})
+}
