@@ -67,11 +67,14 @@ func supervise(h *held, o runOptions, e *env, sigs <-chan os.Signal) int {
 		select {
 		case s := <-sigs:
 			// ESRCH (the group just exited) is the only expected failure,
-			// and the exit is about to arrive on waitc. SIGCONT after it,
-			// as shells do: a stopped group would keep the signal pending.
+			// and the exit is about to arrive on waitc. SIGCONT after
+			// SIGTERM and SIGHUP, as a shell's kill does: a stopped group
+			// would keep them pending, holding the lock for ever.
 			if sig, ok := s.(syscall.Signal); ok {
 				_ = syscall.Kill(-pgid, sig)
-				_ = syscall.Kill(-pgid, syscall.SIGCONT)
+				if sig == syscall.SIGTERM || sig == syscall.SIGHUP {
+					_ = syscall.Kill(-pgid, syscall.SIGCONT)
+				}
 			}
 		case <-done:
 			done = nil
