@@ -50,28 +50,43 @@ func TestChaos(t *testing.T) {
 	verifyNoLeaks(t)
 }
 
-// TestChaosFencingOffIsCaught is the first negative control: the same
-// machinery with the resource's fence turned off and child holders frozen
-// between a read and its write must produce a history the checker rejects.
-// The register in etcd, guarded by the ownership comparison, must still
-// pass in the same run.
+// TestChaosFencingOffIsCaught is the first negative control: the mutex
+// workload with the resource's fence turned off, the children's register
+// Txns guarded by a comparison that always holds instead of their guard's,
+// and child holders frozen between a read and its write. It proves, each
+// on its own, that porcupine finds the late writes in both histories
+// (Illegal for the resource and for the register in etcd) and that the
+// lost-update check finds them in both stores' records. The checks that do
+// not depend on the fence or the comparison (overlaps, tokens, claims
+// left) must still pass.
 func TestChaosFencingOffIsCaught(t *testing.T) {
 	res := run(t, runConfig{
 		name: "fencing-off", seed: baseSeed(t) + 1, faultFor: 25 * time.Second, quiet: 3 * time.Second,
-		inProc: 1, children: 2, fencing: false, hold: span{0, time.Second},
+		inProc: 1, children: 2, fencing: false, unguarded: true, hold: span{0, time.Second},
 		prof: profile{kinds: []faultKind{faultFreeze}, ttl: ttl, targeted: true},
 	})
-	if res.resCheck != porcupine.Illegal && res.resLost == 0 {
-		t.Errorf("fencing off: the checker found no violation (verdict %s, %d lost updates) in %d SIGSTOP pauses",
-			res.resCheck, res.resLost, injected(res, faultFreeze))
+	t.Logf("fencing off: resource %s, %d lost updates (%d acknowledged); unguarded register %s, %d lost updates (%d acknowledged); over %v",
+		res.resCheck, res.resLost, res.resLostAcked, res.regCheck, res.regLost, res.regLostAcked, res.faults)
+	if res.resCheck != porcupine.Illegal {
+		t.Errorf("fencing off: porcupine did not find the resource's history Illegal (%s) in %d SIGSTOP pauses",
+			res.resCheck, injected(res, faultFreeze))
 	}
-	t.Logf("fencing off: verdict %s, %d lost updates (%d acknowledged) over %v",
-		res.resCheck, res.resLost, res.resLostAcked, res.faults)
-	if res.resViz != "" {
-		// The violation was the point; do not leave its picture behind.
-		_ = os.Remove(res.resViz)
+	if res.resLost == 0 {
+		t.Errorf("fencing off: no lost update found in the resource's record in %d SIGSTOP pauses", injected(res, faultFreeze))
 	}
-	if res.regCheck != porcupine.Ok || res.regLost != 0 || len(res.overlaps) != 0 || len(res.leftoverClaims) != 0 || len(res.problems) != 0 {
+	if res.regCheck != porcupine.Illegal {
+		t.Errorf("unguarded register: porcupine did not find the register's history Illegal (%s) in %d SIGSTOP pauses",
+			res.regCheck, injected(res, faultFreeze))
+	}
+	if res.regLost == 0 {
+		t.Errorf("unguarded register: no lost update found in etcd's record in %d SIGSTOP pauses", injected(res, faultFreeze))
+	}
+	for _, v := range []string{res.resViz, res.regViz} {
+		if v != "" {
+			_ = os.Remove(v) // the violation was the point
+		}
+	}
+	if len(res.overlaps) != 0 || len(res.leftoverClaims) != 0 || len(res.problems) != 0 {
 		t.Errorf("fencing off: the parts that do not depend on the fence failed too: %v", res)
 	}
 	verifyNoLeaks(t)
@@ -81,7 +96,9 @@ func TestChaosFencingOffIsCaught(t *testing.T) {
 // transfer workload: with the bank's fences off and child holders frozen
 // between reading balances and writing them back, a late write overwrites
 // a newer transfer and the total changes. Three accounts, so that any two
-// transfers share one.
+// transfers share one. It proves, each on its own, that porcupine finds an
+// account's history Illegal, that the bank's check at every applied write
+// finds the total changed, and that the total at the end differs.
 func TestChaosTransferFencingOffIsCaught(t *testing.T) {
 	res := run(t, runConfig{
 		name: "transfer-fencing-off", seed: baseSeed(t) + 2, faultFor: 20 * time.Second, quiet: 3 * time.Second,
@@ -90,11 +107,18 @@ func TestChaosTransferFencingOffIsCaught(t *testing.T) {
 		transfer: group{inProc: 1, children: 2}, accounts: 3,
 	})
 	x := res.xfer
-	if x.finalTotal == x.total && len(x.broken) == 0 && x.check != porcupine.Illegal {
-		t.Errorf("transfer with fencing off: the checks found no violation (%v) in %d SIGSTOP pauses", x, injected(res, faultFreeze))
-	}
 	t.Logf("transfer with fencing off: total %d, want %d; %d writes changed it; accounts %s; over %v",
 		x.finalTotal, x.total, len(x.broken), x.check, res.faults)
+	pauses := injected(res, faultFreeze)
+	if x.check != porcupine.Illegal {
+		t.Errorf("transfer with fencing off: porcupine did not find an account's history Illegal (%s) in %d SIGSTOP pauses", x.check, pauses)
+	}
+	if len(x.broken) == 0 {
+		t.Errorf("transfer with fencing off: no applied write changed the total in %d SIGSTOP pauses", pauses)
+	}
+	if x.finalTotal == x.total {
+		t.Errorf("transfer with fencing off: the total at the end is unchanged (%d) after %d SIGSTOP pauses", x.finalTotal, pauses)
+	}
 	for _, v := range x.viz {
 		_ = os.Remove(v) // the violation was the point
 	}
@@ -107,10 +131,12 @@ func TestChaosTransferFencingOffIsCaught(t *testing.T) {
 // TestChaosElectionFencingOffIsCaught is the negative control of the
 // election workload: leaders that go on writing with their term for 2 s
 // after lead's context ended, at a register whose fence is off, while
-// the current leader's lease is revoked or its process frozen. The
-// register's history must be Illegal, lose an update or show an older
-// term writing after a newer one; the checks that do not depend on the
-// fence (the observer's, tokens, progress, claims left) must still pass.
+// the current leader's lease is revoked or its process frozen. It proves,
+// each on its own, that porcupine finds the register's history Illegal,
+// that the lost-update check finds a lost update and that the term-order
+// check finds an older term writing after a newer one; the checks that do
+// not depend on the fence (the observer's, tokens, progress, claims left)
+// must still pass.
 func TestChaosElectionFencingOffIsCaught(t *testing.T) {
 	res := run(t, runConfig{
 		name: "election-fencing-off", seed: baseSeed(t) + 3, faultFor: 15 * time.Second, quiet: 3 * time.Second,
@@ -118,8 +144,14 @@ func TestChaosElectionFencingOffIsCaught(t *testing.T) {
 		prof: profile{kinds: []faultKind{faultRevoke, faultFreeze}, ttl: ttl, targeted: true},
 	})
 	e := res.elect
-	if e.check != porcupine.Illegal && e.lost == 0 && len(e.outOfOrder) == 0 {
-		t.Errorf("election with fencing off: the checks found no violation (%v) over %v", e, res.faults)
+	if e.check != porcupine.Illegal {
+		t.Errorf("election with fencing off: porcupine did not find the register's history Illegal (%s) over %v", e.check, res.faults)
+	}
+	if e.lost == 0 {
+		t.Errorf("election with fencing off: no lost update found in the register's record over %v", res.faults)
+	}
+	if len(e.outOfOrder) == 0 {
+		t.Errorf("election with fencing off: no write by an older term after a newer one's was found over %v", res.faults)
 	}
 	if e.lateAdmitted == 0 {
 		t.Errorf("election with fencing off: no late write was made and admitted (%d made): the control did not run as meant", e.late)

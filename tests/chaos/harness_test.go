@@ -151,6 +151,7 @@ func (h *harness) setup(t *testing.T, cfg runConfig) (clock, *resource, *history
 				ID: i, Endpoints: h.routes[i].endpoints(), Prefix: prefix, Key: key, RegKey: regKey,
 				TTL: cfg.prof.ttl, Fair: fair, Seed: cfg.seed, MinHold: cfg.hold.min, MaxHold: cfg.hold.max,
 				Workload: sp.workload, Permits: poolPermits, Accounts: h.bank.keys, Late: cfg.late,
+				Unguarded: cfg.unguarded,
 			})
 			if err != nil {
 				return clk, nil, nil, nil, nil, 0, err

@@ -66,6 +66,10 @@ type workerConfig struct {
 	// on writing for that long after its term's context ended (the
 	// negative control).
 	Late time.Duration `json:"late,omitempty"`
+	// Unguarded makes the child's register Txns carry a comparison that
+	// always holds instead of its guard's ownership comparison (the
+	// negative control of the register check).
+	Unguarded bool `json:"unguarded,omitempty"`
 }
 
 type message struct {

@@ -46,6 +46,12 @@ func initRegister(ctx context.Context, cli *clientv3.Client, key string) (int64,
 	return resp.Header.Revision, nil
 }
 
+// alwaysHolds is a comparison that holds whoever makes it: the register
+// exists from initRegister on. A Txn guarded by it is unguarded.
+func alwaysHolds(key string) clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(key), ">", 0)
+}
+
 // registerRead reads the register if owns holds. An error is an unknown
 // outcome.
 func registerRead(ctx context.Context, cli *clientv3.Client, key string, owns clientv3.Cmp) (int64, status) {

@@ -24,8 +24,11 @@ type runConfig struct {
 	children int           // holders in child processes
 	session  bool          // in-process holders use etcd's concurrency package (control)
 	fencing  bool          // the resource fences reads and writes
-	hold     span          // how long a holder keeps the lock each time
-	prof     profile
+	// unguarded: children's register Txns carry a comparison that always
+	// holds instead of their guard's (control).
+	unguarded bool
+	hold      span // how long a holder keeps the lock each time
+	prof      profile
 	// The holders above run the mutex workload; these run the permits,
 	// transfer and election workloads (see permits_test.go,
 	// transfer_test.go, election_test.go) under the same faults.

@@ -200,13 +200,16 @@ func (w *worker) nextTag() string {
 }
 
 func (w *worker) registerStep(ctx context.Context, hd held) error {
-	tok := hd.token()
+	tok, owns := hd.token(), hd.owns()
+	if w.cfg.Unguarded {
+		owns = alwaysHolds(w.cfg.RegKey)
+	}
 	g, err := w.call(message{T: "rbegin", Kind: "read", Token: tok})
 	if err != nil {
 		return err
 	}
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
-	v, st := registerRead(octx, w.cli, w.cfg.RegKey, hd.owns())
+	v, st := registerRead(octx, w.cli, w.cfg.RegKey, owns)
 	cancel()
 	if err := w.io.send(message{T: "rend", ID: g.ID, Status: statusName(st), Value: v}); err != nil {
 		return err
@@ -221,7 +224,7 @@ func (w *worker) registerStep(ctx context.Context, hd held) error {
 		return err
 	}
 	octx, cancel = context.WithTimeout(ctx, opTimeout)
-	st = registerWrite(octx, w.cli, w.cfg.RegKey, hd.owns(), v+1, tag)
+	st = registerWrite(octx, w.cli, w.cfg.RegKey, owns, v+1, tag)
 	cancel()
 	return w.io.send(message{T: "rend", ID: g.ID, Status: statusName(st)})
 }
