@@ -215,6 +215,48 @@ func TestChaosSessionDoneIsCaught(t *testing.T) {
 	verifyNoLeaks(t)
 }
 
+// TestChaosSessionChildIsCaught is the negative control of the children's
+// timed checks: three holders, all in child processes, take the lock with
+// etcd's concurrency.Mutex and trust their session until its Done channel
+// closes, and the current holder is blackholed for longer than the TTL
+// (see TestChaosSessionDoneIsCaught for why that holder goes on trusting
+// its session after the next holder's Lock has returned). It proves that
+// the strict mutex model catches a child that believes too long: every
+// holder is a child, so every overlap found is a child's. The same
+// schedule with ashlock in the children must pass.
+//
+// The children are blackholed rather than frozen: a session frozen past
+// its TTL sees its deadline passed the moment it runs again, racing the
+// child's first check after the thaw, so a freeze could not be relied on
+// to catch it.
+func TestChaosSessionChildIsCaught(t *testing.T) {
+	seed := baseSeed(t) + 20
+	prof := profile{kinds: []faultKind{faultBlackhole}, ttl: ttl, targeted: true}
+	// Long holds, so that a blackholed holder is still in its critical
+	// section when its lease runs out.
+	longHolds := span{2500 * time.Millisecond, 4500 * time.Millisecond}
+	const quiet = 5 * time.Second // more than a long hold
+	cfg := runConfig{
+		name: "session-children", seed: seed, faultFor: 20 * time.Second, quiet: quiet,
+		children: 3, session: true, fencing: true, hold: longHolds, prof: prof,
+	}
+	res := run(t, cfg)
+	for _, o := range res.overlaps {
+		t.Logf("  caught: %v", o)
+	}
+	t.Logf("session children: %d overlaps over %d blackholes", len(res.overlaps), injected(res, faultBlackhole))
+	if len(res.overlaps) == 0 {
+		t.Errorf("the strict mutex model did not catch a child trusting its session in %d blackholes", injected(res, faultBlackhole))
+	}
+	if res.regCheck != porcupine.Ok || res.resCheck != porcupine.Ok || res.regLost+res.resLost != 0 {
+		t.Errorf("session children: the fenced workloads failed: %v", res)
+	}
+
+	cfg.name, cfg.session = "library-children-same-schedule", false
+	requireClean(t, run(t, cfg))
+	verifyNoLeaks(t)
+}
+
 // injected counts the faults of kind k a run injected, in every variant.
 func injected(res *runResult, k faultKind) int {
 	n := 0

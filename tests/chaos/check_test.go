@@ -116,6 +116,7 @@ func (h *harness) checkMutex(t *testing.T, ctx context.Context, res *runResult, 
 	}
 	res.overlaps = overlaps(all)
 	res.lostHolds, res.closest = closestCall(all)
+	res.problems = append(res.problems, revokedTooLong(all, res.cfg.prof.ttl)...)
 	res.problems = append(res.problems, tokenAndStampProblems(all)...)
 	if res.afterFaults == 0 {
 		res.problems = append(res.problems, fmt.Sprintf("no acquisition in the %v after the faults ended", res.cfg.quiet))

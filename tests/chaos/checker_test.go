@@ -100,7 +100,7 @@ func TestOverlaps(t *testing.T) {
 	acqs := []acquisition{
 		{holder: 0, token: 10, returned: 100, believed: 190, probed: true},
 		{holder: 1, token: 12, returned: 200, believed: 250, probed: true},
-		{holder: 2, token: 15, returned: 240}, // a child: returned is when the parent heard
+		{holder: 2, token: 15, returned: 240}, // never checked, but counts as the later one
 		{holder: 0, token: 20, returned: 300, believed: 290, probed: true},
 	}
 	got := overlaps(acqs)

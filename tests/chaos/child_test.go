@@ -122,6 +122,8 @@ func (ch *child) problem(format string, args ...any) {
 func (ch *child) serve() {
 	defer close(ch.gone)
 	pending := make(map[uint64]pendingOp)
+	probes := make(map[uint64]int64) // probe ID -> the check's time
+	var cur *acquisition             // the child's latest acquisition
 	for {
 		m, err := ch.io.recv()
 		if err != nil {
@@ -134,9 +136,30 @@ func (ch *child) serve() {
 		case "ready":
 			close(ch.ready)
 		case "acq":
-			ch.acqs.add(&acquisition{holder: ch.id, token: m.Token, returned: ch.clk.now(),
-				stampW: m.StampW, stampL: m.StampL, hasStamp: m.HasStamp, permit: m.Permit, keys: m.Keys})
+			cur = &acquisition{holder: ch.id, token: m.Token, returned: ch.clk.now(),
+				stampW: m.StampW, stampL: m.StampL, hasStamp: m.HasStamp, permit: m.Permit, keys: m.Keys}
+			ch.acqs.add(cur)
 			ch.onAcq(ch.id)
+		case "probe":
+			// The time is taken before the child may check its guard.
+			probes[m.ID] = ch.clk.now()
+			ch.answer(message{T: "go", ID: m.ID})
+		case "probed":
+			at, ok := probes[m.ID]
+			delete(probes, m.ID)
+			if !ok || cur == nil {
+				ch.problem("child %d: probed %d without probe or acquisition", ch.id, m.ID)
+				continue
+			}
+			ch.acqs.update(cur, func(a *acquisition) {
+				if m.OK {
+					a.probed = true
+					a.believed = max(a.believed, at)
+				}
+				if m.OK && m.Kind == probeAfterDone {
+					a.doneButValid++
+				}
+			})
 		case "rread":
 			r := ch.resource(m.Res)
 			if r == nil {

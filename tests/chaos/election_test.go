@@ -35,7 +35,7 @@ func candidateValue(id int) string { return fmt.Sprintf("candidate-%d", id) }
 
 // runElection is a child candidate's loop: Run until the parent says stop.
 func (w *worker) runElection(ctx context.Context) {
-	el := w.lk.client.Election(w.cfg.Key).WithOwner(w.lk.owner)
+	el := w.lib.client.Election(w.cfg.Key).WithOwner(w.lib.owner)
 	value := []byte(candidateValue(w.cfg.ID))
 	for ctx.Err() == nil {
 		err := el.Run(ctx, value, func(lctx context.Context, term uint64) error {

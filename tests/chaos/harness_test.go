@@ -111,7 +111,7 @@ func (h *harness) setup(t *testing.T, cfg runConfig) (clock, *resource, *history
 	if h.inspect, err = etcd.New(h.admin, etcd.WithPrefix(prefix)); err != nil {
 		return clk, nil, nil, nil, nil, 0, err
 	}
-	inj := newInjector(h.cl, h.admin, h.inspect, prefix, h.routes, children, t.Logf)
+	inj := newInjector(h.cl, h.admin, h.inspect, prefix, h.routes, children, clk, t.Logf)
 	// Revocations take children's claims, of every workload that has
 	// children.
 	if cfg.children > 0 {
@@ -151,7 +151,7 @@ func (h *harness) setup(t *testing.T, cfg runConfig) (clock, *resource, *history
 				ID: i, Endpoints: h.routes[i].endpoints(), Prefix: prefix, Key: key, RegKey: regKey,
 				TTL: cfg.prof.ttl, Fair: fair, Seed: cfg.seed, MinHold: cfg.hold.min, MaxHold: cfg.hold.max,
 				Workload: sp.workload, Permits: poolPermits, Accounts: h.bank.keys, Late: cfg.late,
-				Unguarded: cfg.unguarded,
+				Unguarded: cfg.unguarded, Session: cfg.session,
 			})
 			if err != nil {
 				return clk, nil, nil, nil, nil, 0, err

@@ -118,9 +118,11 @@ func operations(ops []op) []porcupine.Operation {
 }
 
 // acquisition is one successful Acquire: who, with what token and stamp,
-// and when it returned. For holders in this process, believed is the call
-// time of the last check that found the guard valid (FencingToken
-// succeeded, or the etcd session was not done); for children it is unset.
+// and when it returned. believed is the time of the last check that found
+// the guard valid (FencingToken succeeded, or the etcd session was not
+// done): read before the check by holders in this process, taken by the
+// parent before it let the check go ahead for children. Election terms are
+// not checked (unset).
 type acquisition struct {
 	holder   int
 	token    uint64
@@ -139,6 +141,11 @@ type acquisition struct {
 	// keys it holds (LockAll; nil otherwise).
 	permit int
 	keys   []string
+	// revoked is when the revocation of the claim's lease returned, if
+	// an administrator revoked it (a fault); 0 otherwise. The holder can
+	// only learn of a revocation afterwards, so such a guard is judged by
+	// its local deadline instead of the strict mutex model.
+	revoked int64
 	// called is when Acquire was called, for holders in this process; 0
 	// if unknown (children). A guard that returned before another's
 	// Acquire was even called was surely issued first.
@@ -162,6 +169,18 @@ func (a *acquisitions) update(x *acquisition, f func(*acquisition)) {
 	a.mu.Lock()
 	f(x)
 	a.mu.Unlock()
+}
+
+// markRevoked sets the revocation time of every acquisition whose token
+// is in at.
+func (a *acquisitions) markRevoked(at map[uint64]int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, x := range a.list {
+		if r, ok := at[x.token]; ok {
+			x.revoked = r
+		}
+	}
 }
 
 func (a *acquisitions) snapshot() []acquisition {

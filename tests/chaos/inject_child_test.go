@@ -125,6 +125,7 @@ func (inj *injector) revokeOnce(ctx context.Context, f fault, attempt int) strin
 		inj.logf("fault %v: revoke lease %x: %v", f, lease, err)
 		return "lease-revoke failed (cluster busy)"
 	}
+	inj.revoked(token)
 	what := "a queued"
 	if slices.Contains(held, token) {
 		what = "a holding"

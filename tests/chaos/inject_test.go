@@ -45,14 +45,19 @@ type injector struct {
 	served  chan int     // IDs of children just answered a read; see childServed
 	acqs    chan int     // IDs of holders that just acquired; see acquired
 
+	clk clock // the run's, for revokedAt
+
 	mu     sync.Mutex
 	counts map[string]int // faults injected, by kind (and variant)
 	errs   []error        // failures to inject or undo a fault
+	// revokedAt maps the token of every claim whose lease was revoked to
+	// when the revocation returned.
+	revokedAt map[uint64]int64
 }
 
-func newInjector(cl *etcdtest.Cluster, admin *clientv3.Client, inspect *etcd.Backend, prefix string, routes []*route, children map[int]*child, logf func(string, ...any)) *injector {
-	inj := &injector{cl: cl, admin: admin, inspect: inspect, prefix: prefix, routes: routes, children: children, logf: logf,
-		served: make(chan int, 64), acqs: make(chan int, 64), counts: make(map[string]int)}
+func newInjector(cl *etcdtest.Cluster, admin *clientv3.Client, inspect *etcd.Backend, prefix string, routes []*route, children map[int]*child, clk clock, logf func(string, ...any)) *injector {
+	inj := &injector{cl: cl, admin: admin, inspect: inspect, prefix: prefix, routes: routes, children: children, clk: clk, logf: logf,
+		served: make(chan int, 64), acqs: make(chan int, 64), counts: make(map[string]int), revokedAt: make(map[uint64]int64)}
 	inj.current.Store(-1)
 	return inj
 }
@@ -92,6 +97,27 @@ func (inj *injector) fail(err error) {
 	inj.mu.Lock()
 	inj.errs = append(inj.errs, err)
 	inj.mu.Unlock()
+}
+
+// revoked records that the lease of the claim with token was revoked,
+// the revocation having returned just now.
+func (inj *injector) revoked(token uint64) {
+	at := inj.clk.now()
+	inj.mu.Lock()
+	inj.revokedAt[token] = at
+	inj.mu.Unlock()
+}
+
+// revocations returns when each revoked claim's revocation returned, by
+// token.
+func (inj *injector) revocations() map[uint64]int64 {
+	inj.mu.Lock()
+	defer inj.mu.Unlock()
+	out := make(map[uint64]int64, len(inj.revokedAt))
+	for k, v := range inj.revokedAt {
+		out[k] = v
+	}
+	return out
 }
 
 func (inj *injector) result() (map[string]int, error) {

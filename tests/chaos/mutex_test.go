@@ -21,9 +21,13 @@ import (
 // a violation that clock reading delays cannot fake. "Later" is by token:
 // tokens order acquisitions of one key.
 //
-// Only holders in this process are checked for belief, because only their
-// checks are timed on the run's clock; every holder's acquisitions count as
-// the later one.
+// Children's checks are timed on the run's clock too: the parent takes the
+// time before it lets a child check its guard. A guard whose lease an
+// administrator revoked (a fault) is not held to the model, since the key
+// is taken from it at once and it can only learn of that afterwards;
+// instead it must stop believing within the TTL of the revocation, when
+// its local deadline has surely passed (revokedTooLong). Every holder's
+// acquisitions count as the later one.
 
 // overlap is one violation of the strict mutex model.
 type overlap struct {
@@ -54,10 +58,26 @@ func overlaps(acqs []acquisition) []overlap {
 	var out []overlap
 	for i, a := range byToken {
 		j := firstReturn[i]
-		if !a.probed || j < 0 || a.believed <= byToken[j].returned {
+		if !a.probed || a.revoked != 0 || j < 0 || a.believed <= byToken[j].returned {
 			continue
 		}
 		out = append(out, overlap{earlier: a, later: byToken[j], by: time.Duration(a.believed - byToken[j].returned)})
+	}
+	return out
+}
+
+// revokedTooLong reports every guard whose lease was revoked and that was
+// still believed more than the TTL after the revocation returned: no
+// renewal can be acknowledged after a revocation, so by then the guard's
+// local deadline (the last acknowledged renewal's send time plus the TTL,
+// less a margin) had surely passed.
+func revokedTooLong(acqs []acquisition, ttl time.Duration) []string {
+	var out []string
+	for _, a := range acqs {
+		if a.probed && a.revoked != 0 && a.believed > a.revoked+int64(ttl) {
+			out = append(out, fmt.Sprintf("holder %d (token %d) still believed %v after its lease was revoked, more than the TTL %v",
+				a.holder, a.token, time.Duration(a.believed-a.revoked), ttl))
+		}
 	}
 	return out
 }

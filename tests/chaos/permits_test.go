@@ -156,6 +156,7 @@ func checkPermits(name string, p *pool, acqs []acquisition, healed int64) *permi
 	res.overlaps = permitOverlaps(acqs, len(p.regs))
 	res.mostValid = mostSurelyValid(acqs)
 	res.lostHolds, _ = closestCall(acqs)
+	res.problems = append(res.problems, revokedTooLong(acqs, ttl)...)
 	res.problems = append(res.problems, permitTokenProblems(acqs, len(p.regs))...)
 	if res.afterFaults == 0 {
 		res.problems = append(res.problems, "permits: no acquisition after the faults ended")
@@ -173,12 +174,12 @@ func permitOverlaps(acqs []acquisition, n int) []overlap {
 	return out
 }
 
-// mostSurelyValid returns the largest number of in-process guards that
-// were surely valid at one instant. A probed guard was valid from no later
-// than its Acquire's return until no earlier than its last successful
-// check, so guards whose [returned, believed] intervals overlap were valid
-// together. (Children have no such interval: they are checked per permit,
-// as the later acquisition of the strict mutex model.)
+// mostSurelyValid returns the largest number of guards that were surely
+// valid at one instant. A probed guard was valid from no later than its
+// Acquire's return until no earlier than its last successful check, so
+// guards whose [returned, believed] intervals overlap were valid together.
+// A guard whose lease was revoked is left out: its permit was taken from
+// it at once, before it could know (see revokedTooLong).
 func mostSurelyValid(acqs []acquisition) int {
 	type event struct {
 		at    int64
@@ -186,7 +187,7 @@ func mostSurelyValid(acqs []acquisition) int {
 	}
 	var evs []event
 	for _, a := range acqs {
-		if a.probed && a.believed > a.returned {
+		if a.probed && a.revoked == 0 && a.believed > a.returned {
 			evs = append(evs, event{a.returned, +1}, event{a.believed, -1})
 		}
 	}

@@ -19,7 +19,8 @@ const workerEnv = "ASHLOCK_CHAOS_WORKER"
 //	parent → child
 //	  cfg     first line: the workerConfig
 //	  res     answer to rread/rwrite: ok, v
-//	  go      answer to rbegin: the parent has taken the call time
+//	  go      answer to rbegin: the parent has taken the call time; or
+//	          to probe: the parent has taken the check's time
 //	  stop    finish the current step, unlock, close, say bye, exit
 //
 //	child → parent
@@ -38,12 +39,17 @@ const workerEnv = "ASHLOCK_CHAOS_WORKER"
 //	          (answer: res)
 //	  rbegin  about to run a register Txn (k, tok, v, tag; answer: go)
 //	  rend    the register Txn's outcome: s, v
+//	  probe   about to check the guard (answer: go)
+//	  probed  the check's outcome: ok; k is "done" if the guard's Done
+//	          had been seen closed before the check
 //	  bye     stopped; v is the number of steps done
 //
 // The rbegin/go handshake makes a register operation's recorded call time
 // (taken by the parent before it answers go) no later than the Txn's real
 // start, and its return time (taken when rend arrives) no earlier than the
-// Txn's end, so the parent's clock brackets the child's operation.
+// Txn's end, so the parent's clock brackets the child's operation. The
+// probe/go handshake likewise makes a successful check's recorded time no
+// later than the check itself: a lower bound on when the child believed.
 
 // workerConfig is what a child needs to know.
 type workerConfig struct {
@@ -70,6 +76,10 @@ type workerConfig struct {
 	// always holds instead of its guard's ownership comparison (the
 	// negative control of the register check).
 	Unguarded bool `json:"unguarded,omitempty"`
+	// Session makes the child take the mutex workload's lock with etcd's
+	// concurrency.Mutex and trust its session until Done closes (the
+	// negative control of the children's checks).
+	Session bool `json:"session,omitempty"`
 }
 
 type message struct {

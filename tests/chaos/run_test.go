@@ -213,6 +213,10 @@ func run(t *testing.T, cfg runConfig) *runResult {
 		t.Errorf("%s: fault injection: %v", cfg.name, err)
 	}
 
+	rev := inj.revocations()
+	for _, l := range []*acquisitions{acqs, h.permAcqs, h.xferAcqs} {
+		l.markRevoked(rev)
+	}
 	h.check(t, res, resrc, regHist, acqs, from, healed)
 	res.elapsed = time.Since(began)
 	t.Log(res)

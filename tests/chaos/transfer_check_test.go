@@ -108,6 +108,7 @@ func checkTransfer(name string, b *bank, acqs []acquisition, healed int64) *tran
 	}
 	res.overlaps = accountOverlaps(acqs, b.keys)
 	res.lostHolds, _ = closestCall(acqs)
+	res.problems = append(res.problems, revokedTooLong(acqs, ttl)...)
 	res.problems = append(res.problems, accountTokenProblems(acqs, b.keys)...)
 	return res
 }

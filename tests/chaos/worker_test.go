@@ -17,6 +17,15 @@ import (
 // answers at once; only a parent that died leaves it waiting.
 const callTimeout = 30 * time.Second
 
+// childProbeEvery is how often a child re-checks its guard while it holds
+// it. Each check is a round trip to the parent, so it is less frequent
+// than an in-process holder's.
+const childProbeEvery = 10 * time.Millisecond
+
+// probeAfterDone marks a "probed" message whose check was made after the
+// guard's Done had been seen closed (Kind).
+const probeAfterDone = "done"
+
 // childOwner starts the owner label of every child's claims.
 const childOwner = "child-"
 
@@ -29,7 +38,8 @@ type worker struct {
 	cfg  workerConfig
 	io   *conn
 	cli  *clientv3.Client
-	lk   *libLocker
+	lk   locker
+	lib  *libLocker // lk, unless the child trusts an etcd session (control)
 	rng  *rand.Rand
 	stop chan struct{} // closed on "stop" or when the parent is gone
 
@@ -39,6 +49,7 @@ type worker struct {
 
 	seq   int
 	steps int64
+	stuck bool // a prober did not stop
 }
 
 // workerMain runs a child holder and returns its exit code.
@@ -63,15 +74,22 @@ func runWorker(c *conn, cfg workerConfig) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	lk, err := newLibLocker(ctx, cli, cfg.Prefix, cfg.Key, fmt.Sprintf("%s%d", childOwner, cfg.ID), cfg.TTL, cfg.Fair)
-	if err != nil {
-		return errors.Join(err, cli.Close())
-	}
-	if cfg.Workload == wlPermits {
-		lk.withPermits(cfg.Permits)
+	var lk locker
+	var lib *libLocker
+	if cfg.Session {
+		lk = newSessionLocker(cli, cfg.Prefix+"session/", cfg.TTL)
+	} else {
+		lib, err = newLibLocker(ctx, cli, cfg.Prefix, cfg.Key, fmt.Sprintf("%s%d", childOwner, cfg.ID), cfg.TTL, cfg.Fair)
+		if err != nil {
+			return errors.Join(err, cli.Close())
+		}
+		if cfg.Workload == wlPermits {
+			lib.withPermits(cfg.Permits)
+		}
+		lk = lib
 	}
 	w := &worker{
-		cfg: cfg, io: c, cli: cli, lk: lk,
+		cfg: cfg, io: c, cli: cli, lk: lk, lib: lib,
 		rng:     rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.ID))),
 		stop:    make(chan struct{}),
 		pending: make(map[uint64]chan message),
@@ -88,6 +106,9 @@ func runWorker(c *conn, cfg workerConfig) error {
 	cctx, ccancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer ccancel()
 	err = errors.Join(lk.close(cctx), cli.Close())
+	if w.stuck {
+		err = errors.Join(err, errors.New("a prober did not stop"))
+	}
 	return errors.Join(err, c.send(message{T: "bye", Value: w.steps}))
 }
 
@@ -147,7 +168,7 @@ func (w *worker) run(ctx context.Context) {
 		var hd held
 		var err error
 		if w.cfg.Workload == wlTransfer {
-			hd, err = w.lk.acquireAll(actx, pickAccounts(w.rng, w.cfg.Accounts))
+			hd, err = w.lib.acquireAll(actx, pickAccounts(w.rng, w.cfg.Accounts))
 		} else {
 			hd, err = w.lk.acquire(actx)
 		}
@@ -158,18 +179,84 @@ func (w *worker) run(ctx context.Context) {
 		}
 		sw, sl, hs := hd.stamp()
 		_ = w.io.send(message{T: "acq", Token: hd.token(), StampW: sw, StampL: sl, HasStamp: hs, Permit: hd.permit(), Keys: hd.keys()})
+		stop, stopped := make(chan struct{}), make(chan struct{})
+		go w.probe(hd, stop, stopped)
 		w.critical(ctx, hd)
+		close(stop)
+		select {
+		case <-stopped:
+		case <-time.After(2 * callTimeout):
+			// The prober's calls end within callTimeout, so this is a bug
+			// here; the child's exit status tells the parent.
+			w.stuck = true
+			return
+		}
 		rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 		_ = hd.release(rctx)
 		cancel()
 	}
 }
 
-// critical mirrors holder.critical.
+// check is a check of the guard timed on the parent's clock: the parent
+// takes the time before it answers the probe, and the guard is checked
+// only after the answer, so a success reported means the child believed
+// it held the lock at that time or later. A check made after Done was
+// seen closed is reported as such: it must fail.
+func (w *worker) check(hd held) (bool, error) {
+	g, err := w.call(message{T: "probe"})
+	if err != nil {
+		return false, err
+	}
+	doneSeen := closed(hd.done())
+	ok := hd.valid()
+	kind := ""
+	if doneSeen {
+		kind = probeAfterDone
+	}
+	return ok, w.io.send(message{T: "probed", ID: g.ID, OK: ok, Kind: kind})
+}
+
+// probe mirrors holder.probe: it re-checks the guard every
+// childProbeEvery until stop closes or a check fails, and makes one more
+// check once Done has closed.
+func (w *worker) probe(hd held, stop <-chan struct{}, stopped chan<- struct{}) {
+	defer close(stopped)
+	t := time.NewTicker(childProbeEvery)
+	defer t.Stop()
+	doneSeen := false
+	for {
+		ok, err := w.check(hd)
+		if err != nil || !ok || doneSeen {
+			return
+		}
+		select {
+		case <-stop:
+			return
+		case <-hd.done():
+			doneSeen = true
+		case <-t.C:
+		}
+	}
+}
+
+// closed reports whether c is closed, without waiting.
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// critical mirrors holder.critical, with each check timed by the parent.
 func (w *worker) critical(ctx context.Context, hd held) {
 	until := time.Now().Add(span{w.cfg.MinHold, w.cfg.MaxHold}.draw(w.rng))
 	for first := true; first || time.Now().Before(until); first = false {
-		if ctx.Err() != nil || !hd.valid() {
+		if ctx.Err() != nil {
+			return
+		}
+		if ok, err := w.check(hd); err != nil || !ok {
 			return
 		}
 		if w.step(ctx, hd) != nil {

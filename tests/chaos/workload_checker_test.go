@@ -40,7 +40,7 @@ func TestMostSurelyValid(t *testing.T) {
 		{returned: 10, believed: 90, probed: true},
 		{returned: 20, believed: 80, probed: true},
 		{returned: 100, believed: 200, probed: true}, // starts as the first ends: not together
-		{returned: 30, believed: 0},                  // a child: no interval
+		{returned: 30, believed: 0},                  // never checked: no interval
 	}
 	assert.Equal(t, 3, mostSurelyValid(acqs))
 	acqs = append(acqs, acquisition{returned: 50, believed: 60, probed: true})
@@ -168,4 +168,31 @@ func removeViz(t *testing.T, paths []string) {
 	for _, p := range paths {
 		_ = os.Remove(p)
 	}
+}
+
+// A guard whose lease was revoked is taken out of the strict mutex model
+// and the permit count (the key goes at once, the holder learns later),
+// but must stop believing within the TTL of the revocation.
+func TestRevokedGuards(t *testing.T) {
+	const ttlNs = int64(ttl)
+	revoked := acquisition{holder: 3, token: 10, returned: 100, believed: 250, probed: true, revoked: 150}
+	later := acquisition{holder: 1, token: 12, returned: 200, believed: 300, probed: true}
+	assert.Empty(t, overlaps([]acquisition{revoked, later}), "a revoked guard is not held to the strict model")
+	assert.Empty(t, revokedTooLong([]acquisition{revoked, later}, ttl))
+
+	unrevoked := revoked
+	unrevoked.revoked = 0
+	assert.Len(t, overlaps([]acquisition{unrevoked, later}), 1, "the same belief without a revocation is an overlap")
+
+	tooLong := revoked
+	tooLong.believed = 150 + ttlNs + 1
+	require.Len(t, revokedTooLong([]acquisition{tooLong, later}, ttl), 1, "believed past the TTL after the revocation")
+
+	pool := []acquisition{
+		{returned: 0, believed: 100, probed: true},
+		{returned: 10, believed: 90, probed: true},
+		{returned: 20, believed: 80, probed: true},
+		{returned: 30, believed: 70, probed: true, revoked: 25},
+	}
+	assert.Equal(t, 3, mostSurelyValid(pool), "a revoked guard's permit was taken from it")
 }
