@@ -97,8 +97,9 @@ func TestChaosFencingOffIsCaught(t *testing.T) {
 // between reading balances and writing them back, a late write overwrites
 // a newer transfer and the total changes. Three accounts, so that any two
 // transfers share one. It proves, each on its own, that porcupine finds an
-// account's history Illegal, that the bank's check at every applied write
-// finds the total changed, and that the total at the end differs.
+// account's history Illegal and that the bank's check at every applied
+// write finds the total changed. The total at the end is not required to
+// differ: later lost transfers can bring it back to the opening total.
 func TestChaosTransferFencingOffIsCaught(t *testing.T) {
 	res := run(t, runConfig{
 		name: "transfer-fencing-off", seed: baseSeed(t) + 2, faultFor: 20 * time.Second, quiet: 3 * time.Second,
@@ -115,9 +116,6 @@ func TestChaosTransferFencingOffIsCaught(t *testing.T) {
 	}
 	if len(x.broken) == 0 {
 		t.Errorf("transfer with fencing off: no applied write changed the total in %d SIGSTOP pauses", pauses)
-	}
-	if x.finalTotal == x.total {
-		t.Errorf("transfer with fencing off: the total at the end is unchanged (%d) after %d SIGSTOP pauses", x.finalTotal, pauses)
 	}
 	for _, v := range x.viz {
 		_ = os.Remove(v) // the violation was the point
