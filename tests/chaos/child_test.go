@@ -124,6 +124,7 @@ func (ch *child) serve() {
 	pending := make(map[uint64]pendingOp)
 	probes := make(map[uint64]int64) // probe ID -> the check's time
 	var cur *acquisition             // the child's latest acquisition
+	var called int64                 // the call time of the child's pending Acquire; 0 if none
 	for {
 		m, err := ch.io.recv()
 		if err != nil {
@@ -135,9 +136,14 @@ func (ch *child) serve() {
 		switch m.T {
 		case "ready":
 			close(ch.ready)
+		case "acall":
+			// The time is taken before the child may call Acquire.
+			called = ch.clk.now()
+			ch.answer(message{T: "go", ID: m.ID})
 		case "acq":
 			cur = &acquisition{holder: ch.id, token: m.Token, returned: ch.clk.now(),
-				stampW: m.StampW, stampL: m.StampL, hasStamp: m.HasStamp, permit: m.Permit, keys: m.Keys}
+				stampW: m.StampW, stampL: m.StampL, hasStamp: m.HasStamp, permit: m.Permit, keys: m.Keys, called: called}
+			called = 0
 			ch.acqs.add(cur)
 			ch.onAcq(ch.id)
 		case "probe":

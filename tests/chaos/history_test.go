@@ -146,9 +146,9 @@ type acquisition struct {
 	// only learn of a revocation afterwards, so such a guard is judged by
 	// its local deadline instead of the strict mutex model.
 	revoked int64
-	// called is when Acquire was called, for holders in this process; 0
-	// if unknown (children). A guard that returned before another's
-	// Acquire was even called was surely issued first.
+	// called is when Acquire was called (for a child, when the parent let
+	// it call); 0 if unknown (election terms). A guard that returned
+	// before another's Acquire was even called was surely issued first.
 	called int64
 }
 

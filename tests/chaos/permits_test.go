@@ -158,6 +158,7 @@ func checkPermits(name string, p *pool, acqs []acquisition, healed int64) *permi
 	res.lostHolds, _ = closestCall(acqs)
 	res.problems = append(res.problems, revokedTooLong(acqs, ttl)...)
 	res.problems = append(res.problems, permitTokenProblems(acqs, len(p.regs))...)
+	res.problems = append(res.problems, uncalled(acqs)...)
 	if res.afterFaults == 0 {
 		res.problems = append(res.problems, "permits: no acquisition after the faults ended")
 	}
@@ -230,9 +231,23 @@ func permitTokenProblems(acqs []acquisition, n int) []string {
 	return out
 }
 
+// uncalled reports the acquisitions that have no call time: every holder
+// of the permits and transfer workloads records one, so a missing one
+// would leave the issue-order check nothing to judge.
+func uncalled(acqs []acquisition) []string {
+	var out []string
+	for _, a := range acqs {
+		if a.called == 0 {
+			out = append(out, fmt.Sprintf("holder %d's acquisition (token %d) has no call time", a.holder, a.token))
+		}
+	}
+	return out
+}
+
 // issueOrderProblems checks, among acquisitions of one permit (or one
 // key), that whenever b's Acquire was called after a's had returned, b's
-// token is the higher. Only holders in this process know when they called.
+// token is the higher. Acquisitions whose call time is unknown are only
+// ever the earlier one.
 func issueOrderProblems(acqs []acquisition, what string) []string {
 	byReturn := slices.Clone(acqs)
 	slices.SortFunc(byReturn, func(a, b acquisition) int { return cmp.Compare(a.returned, b.returned) })

@@ -19,12 +19,13 @@ const workerEnv = "ASHLOCK_CHAOS_WORKER"
 //	parent → child
 //	  cfg     first line: the workerConfig
 //	  res     answer to rread/rwrite: ok, v
-//	  go      answer to rbegin: the parent has taken the call time; or
-//	          to probe: the parent has taken the check's time
+//	  go      answer to rbegin or acall: the parent has taken the call
+//	          time; or to probe: the parent has taken the check's time
 //	  stop    finish the current step, unlock, close, say bye, exit
 //
 //	child → parent
 //	  ready   connected, about to start
+//	  acall   about to call Acquire (answer: go)
 //	  acq     acquired: tok, stamp, permit p, keys (an election
 //	          candidate: lead was called for term tok)
 //	  rread   read the resource with tok (answer: res); res names a
@@ -49,7 +50,9 @@ const workerEnv = "ASHLOCK_CHAOS_WORKER"
 // start, and its return time (taken when rend arrives) no earlier than the
 // Txn's end, so the parent's clock brackets the child's operation. The
 // probe/go handshake likewise makes a successful check's recorded time no
-// later than the check itself: a lower bound on when the child believed.
+// later than the check itself: a lower bound on when the child believed;
+// and the acall/go handshake an acquisition's call time no later than its
+// Acquire's call.
 
 // workerConfig is what a child needs to know.
 type workerConfig struct {

@@ -110,6 +110,7 @@ func checkTransfer(name string, b *bank, acqs []acquisition, healed int64) *tran
 	res.lostHolds, _ = closestCall(acqs)
 	res.problems = append(res.problems, revokedTooLong(acqs, ttl)...)
 	res.problems = append(res.problems, accountTokenProblems(acqs, b.keys)...)
+	res.problems = append(res.problems, uncalled(acqs)...)
 	return res
 }
 

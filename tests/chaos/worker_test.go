@@ -164,6 +164,11 @@ func (w *worker) run(ctx context.Context) {
 		return
 	}
 	for ctx.Err() == nil {
+		// The parent takes the call time before it answers, so the
+		// recorded time is no later than Acquire's call.
+		if _, err := w.call(message{T: "acall"}); err != nil {
+			return
+		}
 		actx, cancel := context.WithTimeout(ctx, acquireTimeout)
 		var hd held
 		var err error

@@ -196,3 +196,10 @@ func TestRevokedGuards(t *testing.T) {
 	}
 	assert.Equal(t, 3, mostSurelyValid(pool), "a revoked guard's permit was taken from it")
 }
+
+// An acquisition without a call time could never be judged by the
+// issue-order check, so it is reported.
+func TestUncalled(t *testing.T) {
+	assert.Empty(t, uncalled([]acquisition{{holder: 1, token: 4, called: 5}}))
+	assert.Len(t, uncalled([]acquisition{{holder: 1, token: 4, called: 5}, {holder: 2, token: 9}}), 1)
+}
