@@ -141,11 +141,8 @@ func (b *LockBuilder) settings() (ttl, interval time.Duration, err error) {
 	case b.shared && b.permits > 1:
 		errs = append(errs, fmt.Errorf("%w: a shared lock with %d permits", ErrInvalidConfig, b.permits))
 	}
-	if n := max(len(b.keys), 1); len(b.value) > backend.MaxValueLen {
-		errs = append(errs, fmt.Errorf("%w: value of %d bytes, more than %d", ErrInvalidConfig, len(b.value), backend.MaxValueLen))
-	} else if len(b.value)*n > backend.MaxValueTotal {
-		errs = append(errs, fmt.Errorf("%w: value of %d bytes on %d keys, more than %d bytes in all",
-			ErrInvalidConfig, len(b.value), n, backend.MaxValueTotal))
+	if err := backend.CheckValue(b.value, max(len(b.keys), 1)); err != nil {
+		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
 	}
 	ttl = cmp.Or(b.client.cfg.DefaultTTL, defaultTTL)
 	if b.ttlSet {

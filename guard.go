@@ -129,12 +129,8 @@ func (g *Guard) Value() []byte {
 // wrap ErrUnavailable; the value may or may not have been written then.
 // Safe for concurrent use; concurrent SetValues are applied in some order.
 func (g *Guard) SetValue(ctx context.Context, v []byte) error {
-	if len(v) > backend.MaxValueLen {
-		return fmt.Errorf("%w: value of %d bytes, more than %d", ErrInvalidConfig, len(v), backend.MaxValueLen)
-	}
-	if n := len(g.s.claim.AllKeys()); len(v)*n > backend.MaxValueTotal {
-		return fmt.Errorf("%w: value of %d bytes on %d keys, more than %d bytes in all",
-			ErrInvalidConfig, len(v), n, backend.MaxValueTotal)
+	if err := backend.CheckValue(v, len(g.s.claim.AllKeys())); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	s := g.s
 	claim, err := s.check()
@@ -239,9 +235,6 @@ func (g *Guard) Unlock(ctx context.Context) error {
 	g.cleanup.Stop()
 	return g.s.unlock(ctx)
 }
-
-// errDeadlinePassed is why a guard ends at its lease's local deadline.
-var errDeadlinePassed = fmt.Errorf("%w: no renewal acknowledged within the lease's local deadline", ErrLeaseExpired)
 
 // unlock is Unlock on the guard's state.
 func (s *guardState) unlock(ctx context.Context) error {

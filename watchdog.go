@@ -291,7 +291,7 @@ func (wd *watchdog) renew(ctx context.Context, cancel context.CancelFunc, l *lea
 		// since (check), and a guard's validity only ever ends. The
 		// scheduler poisons it on its next tick.
 		d := int64(sent.Add(ttl - margin(ttl)).Sub(wd.epoch))
-		if old := l.deadline.Load(); wd.now() < old && d > old {
+		if old := l.deadline.Load(); int64(now.Sub(wd.epoch)) < old && d > old {
 			l.deadline.Store(d)
 			wd.metrics.renewMargin(wd.at(d).Sub(now))
 		}
@@ -322,6 +322,9 @@ func (wd *watchdog) renew(ctx context.Context, cancel context.CancelFunc, l *lea
 	wd.mu.Unlock()
 	wd.nudge()
 }
+
+// errDeadlinePassed is why a guard ends at its lease's local deadline.
+var errDeadlinePassed = fmt.Errorf("%w: no renewal acknowledged within the lease's local deadline", ErrLeaseExpired)
 
 // poison ends every guard of l with cause and revokes the lease in the
 // background so that its claims stop blocking other clients at once.

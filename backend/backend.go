@@ -21,6 +21,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"time"
 
@@ -59,6 +60,19 @@ const (
 	// of MaxValueLen, 64 keys one of 8 KiB.
 	MaxValueTotal = 8 * MaxValueLen
 )
+
+// CheckValue reports why v cannot be published with a claim on keys keys
+// (see MaxValueLen and MaxValueTotal), or nil if it can. The error wraps
+// no sentinel: each caller wraps the one its API promises for bad input.
+func CheckValue(v []byte, keys int) error {
+	switch n := len(v); {
+	case n > MaxValueLen:
+		return fmt.Errorf("value of %d bytes, more than %d", n, MaxValueLen)
+	case n*keys > MaxValueTotal:
+		return fmt.Errorf("value of %d bytes on %d keys, more than %d bytes in all", n, keys, MaxValueTotal)
+	}
+	return nil
+}
 
 // ContextError is the error a Backend method returns when ctx ended while
 // it waited: ctx.Err(), joined with context.Cause(ctx) when the cause says

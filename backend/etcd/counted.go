@@ -81,18 +81,11 @@ func (a *acquisition) waitCounted(ctx context.Context) error {
 	older := clientv3.OpGet(a.dir, clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
 		clientv3.WithLimit(int64(n+1)), clientv3.WithMaxCreateRev(a.token-1))
-	backoff := minBackoff
+	own := []clientv3.Cmp{incarnation(a.e.key, a.token)}
 	for {
-		resp, err := a.b.cli.Txn(ctx).If(incarnation(a.e.key, a.token)).Then(older).Commit()
+		resp, err := a.guarded(ctx, own, func() []clientv3.Op { return []clientv3.Op{older} })
 		if err != nil {
-			if err := a.retryAfter(ctx, err, backoff); err != nil {
-				return err
-			}
-			backoff = min(2*backoff, maxBackoff)
-			continue
-		}
-		if !resp.Succeeded {
-			return a.lostError()
+			return err
 		}
 		kvs, rev := rangeKvs(resp, 0), resp.Header.Revision
 		var watch []string
@@ -128,21 +121,15 @@ func (a *acquisition) waitCounted(ctx context.Context) error {
 // newer ones wait for this record and the older ones have theirs.
 func (a *acquisition) recordPermit(ctx context.Context, p int) error {
 	a.permit = p
-	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
-		now := time.Now()
-		resp, err := a.b.cli.Txn(ctx).If(incarnation(a.e.key, a.token)).
-			Then(a.withStamp(rewrite(a.e.key, a.record(now, backend.Timestamp{})))...).Commit()
-		if err != nil {
-			if err := a.retryAfter(ctx, err, backoff); err != nil {
-				return err
-			}
-			continue
-		}
-		if !resp.Succeeded {
-			return a.lostError()
-		}
-		return a.holds(now, resp)
+	var now time.Time
+	resp, err := a.guarded(ctx, []clientv3.Cmp{incarnation(a.e.key, a.token)}, func() []clientv3.Op {
+		now = time.Now()
+		return a.withStamp(rewrite(a.e.key, a.record(now, backend.Timestamp{})))
+	})
+	if err != nil {
+		return err
 	}
+	return a.holds(now, resp)
 }
 
 // permitFor looks at the claims ahead of a counted claim, fewer than n of
@@ -206,14 +193,11 @@ func (a *acquisition) whenFreeCounted(ctx context.Context) error {
 			return a.holds(now, resp)
 		}
 		if own := rangeKvs(resp, 0); len(own) > 0 {
-			if err := a.adopt(own[0]); err != nil {
+			if err := a.adopt(ctx, own[0]); err != nil {
 				return err
 			}
 			if !a.req.Wait {
 				return a.lockedError()
-			}
-			if err := a.agreesAhead(ctx); err != nil {
-				return err
 			}
 			a.permit = noPermit
 			return a.waitCounted(ctx)

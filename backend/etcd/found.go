@@ -31,7 +31,7 @@ func (a *acquisition) found(ctx context.Context, resp *clientv3.TxnResponse, now
 	if len(own) == 0 {
 		return a.lostError() // deleted since the enqueue saw it
 	}
-	if err := a.adopt(own[0]); err != nil {
+	if err := a.adopt(ctx, own[0]); err != nil {
 		return err
 	}
 	if head := rangeKvs(resp, 1); len(head) > 0 && head[0].CreateRevision == a.token {
@@ -41,9 +41,6 @@ func (a *acquisition) found(ctx context.Context, resp *clientv3.TxnResponse, now
 	}
 	if !a.req.Wait {
 		return a.lockedError()
-	}
-	if err := a.agreesAhead(ctx); err != nil {
-		return err
 	}
 	return a.waitInQueue(ctx, a.q(), "", 0)
 }
@@ -58,10 +55,7 @@ func (a *acquisition) adoptExisting(ctx context.Context) error {
 	if len(resp.Kvs) == 0 {
 		return a.lostError()
 	}
-	if err := a.adopt(resp.Kvs[0]); err != nil {
-		return err
-	}
-	return a.agreesAhead(ctx)
+	return a.adopt(ctx, resp.Kvs[0])
 }
 
 // agreesAhead checks that the claim just ahead of ours at each key agrees
@@ -94,11 +88,12 @@ func (a *acquisition) agreesAhead(ctx context.Context) error {
 }
 
 // adopt takes over the claim kv found under our name if it is bound to our
-// lease (then it is ours: nobody else creates claims under the name). kv
-// must come from a read that is not keys-only: etcd leaves the lease out
-// of keys-only replies (Lease 0), and the claim would look like another
+// lease (then it is ours: nobody else creates claims under the name), and
+// checks the permit count against the claim ahead (agreesAhead). kv must
+// come from a read that is not keys-only: etcd leaves the lease out of
+// keys-only replies (Lease 0), and the claim would look like another
 // lease's.
-func (a *acquisition) adopt(kv *mvccpb.KeyValue) error {
+func (a *acquisition) adopt(ctx context.Context, kv *mvccpb.KeyValue) error {
 	if kv.Lease != int64(a.req.Lease) {
 		// Claim names embed their lease; only a hand-made key can do this.
 		a.token = kv.CreateRevision // the cleanup removes exactly it
@@ -106,5 +101,5 @@ func (a *acquisition) adopt(kv *mvccpb.KeyValue) error {
 			backend.ErrUnavailable, a.req.Key, kv.Key)
 	}
 	a.setToken(kv.CreateRevision)
-	return nil
+	return a.agreesAhead(ctx)
 }

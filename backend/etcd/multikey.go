@@ -134,19 +134,8 @@ func (a *acquisition) confirmAll(ctx context.Context) error {
 	for i, k := range a.e.keys {
 		cmps[i] = incarnation(k, a.token)
 	}
-	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
-		resp, err := a.b.cli.Txn(ctx).If(cmps...).Commit()
-		if err != nil {
-			if err := a.retryAfter(ctx, err, backoff); err != nil {
-				return err
-			}
-			continue
-		}
-		if !resp.Succeeded {
-			return a.lostError()
-		}
-		return nil
-	}
+	_, err := a.guarded(ctx, cmps, func() []clientv3.Op { return nil })
+	return err
 }
 
 // adoptAll takes over a multi-key claim found under our name: it is ours

@@ -68,7 +68,7 @@ type registry struct {
 // the earliest timer deadline it has seen, stopped or not, so a client
 // that takes and releases locks back to back is woken about once per
 // holdDelay for nothing. The delay is long enough to make those wake-ups
-// rare next to the lock cycle itself (BENCHMARKS.md, table 1, runs H and I).
+// rare next to the lock cycle itself (BENCHMARKS.md, table 1).
 const (
 	holdDelay = 5 * time.Millisecond
 	waitDelay = time.Second

@@ -125,29 +125,39 @@ func (b *Backend) discard(ctx context.Context, e *entry, token int64, now bool) 
 		// may a delete by name that fails below.
 		b.reg.keepName(e)
 	}
-	try := func(parent context.Context, bound time.Duration) bool {
-		cctx, cancel := context.WithTimeout(parent, bound)
-		defer cancel()
-		if b.deleteEntry(cctx, e, token) != nil {
-			return false
-		}
-		b.reg.forget(e)
-		return true
-	}
 	bound := cleanupTimeout
 	if ctx.Err() != nil {
 		bound = endedCleanupTimeout
 	}
-	if now && try(context.WithoutCancel(ctx), bound) {
+	if now && b.remove(context.WithoutCancel(ctx), e, token, bound) {
 		return
 	}
-	retry := func() {
-		for backoff := minBackoff; sleep(b.ctx, backoff) && !try(b.ctx, cleanupTimeout); backoff = min(2*backoff, maxBackoff) {
-		}
-	}
-	if !b.spawn(retry) && !now {
+	if !b.spawn(func() { b.removeUntilGone(e, token, false) }) && !now {
 		// Closing: no background work any more, so try once here.
-		try(context.WithoutCancel(ctx), bound)
+		b.remove(context.WithoutCancel(ctx), e, token, bound)
+	}
+}
+
+// remove deletes e's claim (see deleteEntry) within bound of parent and
+// then forgets e; it reports whether the delete succeeded.
+func (b *Backend) remove(parent context.Context, e *entry, token int64, bound time.Duration) bool {
+	ctx, cancel := context.WithTimeout(parent, bound)
+	defer cancel()
+	if b.deleteEntry(ctx, e, token) != nil {
+		return false
+	}
+	b.reg.forget(e)
+	return true
+}
+
+// removeUntilGone is remove, tried again with backoff (after a first pause
+// unless now) until it succeeds or the Backend is closed, which it does
+// not hold up. It runs in a goroutine of the Backend's.
+func (b *Backend) removeUntilGone(e *entry, token int64, now bool) {
+	if now && b.remove(b.ctx, e, token, cleanupTimeout) {
+		return
+	}
+	for backoff := minBackoff; sleep(b.ctx, backoff) && !b.remove(b.ctx, e, token, cleanupTimeout); backoff = min(2*backoff, maxBackoff) {
 	}
 }
 
@@ -157,18 +167,5 @@ func (b *Backend) discard(ctx context.Context, e *entry, token int64, now bool) 
 // the watch that saw the loss calls it; the work tries until it succeeds
 // or the Backend is closed, which it does not hold up.
 func (b *Backend) abandon(e *entry, token int64) {
-	b.spawn(func() {
-		for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
-			ctx, cancel := context.WithTimeout(b.ctx, cleanupTimeout)
-			err := b.deleteEntry(ctx, e, token)
-			cancel()
-			if err == nil {
-				b.reg.forget(e)
-				return
-			}
-			if !sleep(b.ctx, backoff) {
-				return
-			}
-		}
-	})
+	b.spawn(func() { b.removeUntilGone(e, token, true) })
 }

@@ -10,13 +10,15 @@ import (
 // Backend used directly cannot store a claim its peers cannot read.
 func checkRequest(req *backend.AcquireRequest) error {
 	n := len(req.Keys)
+	if err := backend.CheckValue(req.Value, max(n, 1)); err != nil {
+		// Every key's put carries the whole record, value included.
+		return fmt.Errorf("etcd acquire %q: %w", req.Key, err)
+	}
 	switch {
 	case req.Permits < 0 || req.Permits > backend.MaxPermits:
 		return fmt.Errorf("etcd acquire %q: %d permits", req.Key, req.Permits)
 	case req.Shared && req.Permits > 1:
 		return fmt.Errorf("etcd acquire %q: a shared claim with %d permits", req.Key, req.Permits)
-	case len(req.Value) > backend.MaxValueLen:
-		return fmt.Errorf("etcd acquire %q: a value of %d bytes", req.Key, len(req.Value))
 	case req.Keys == nil:
 		return nil
 	case n == 0 || n > backend.MaxKeys:
@@ -25,9 +27,6 @@ func checkRequest(req *backend.AcquireRequest) error {
 		return fmt.Errorf("etcd acquire: Keys[0] %q is not Key %q", req.Keys[0], req.Key)
 	case n > 1 && req.Permits > 1:
 		return fmt.Errorf("etcd acquire: a multi-key claim with %d permits", req.Permits)
-	case len(req.Value)*n > backend.MaxValueTotal:
-		// Every key's put carries the whole record, value included.
-		return fmt.Errorf("etcd acquire: a value of %d bytes on %d keys", len(req.Value), n)
 	}
 	for i := 1; i < n; i++ {
 		if req.Keys[i] <= req.Keys[i-1] {

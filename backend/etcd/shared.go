@@ -119,14 +119,11 @@ func (a *acquisition) whenFreeShared(ctx context.Context) error {
 		}
 		if own := rangeKvs(resp, 0); len(own) > 0 {
 			// A stray of ours under the name (see enqueue).
-			if err := a.adopt(own[0]); err != nil {
+			if err := a.adopt(ctx, own[0]); err != nil {
 				return err
 			}
 			if !a.req.Wait {
 				return a.lockedError()
-			}
-			if err := a.agreesAhead(ctx); err != nil {
-				return err
 			}
 			return a.waitShared(ctx, a.q(), "", 0)
 		}

@@ -23,11 +23,8 @@ func (b *Backend) SetValue(ctx context.Context, c backend.Claim, v []byte) error
 	if err := b.closed("set value"); err != nil {
 		return err
 	}
-	if len(v) > backend.MaxValueLen {
-		return fmt.Errorf("etcd set value %q: a value of %d bytes", c.Key, len(v))
-	}
-	if n := len(c.AllKeys()); len(v)*n > backend.MaxValueTotal {
-		return fmt.Errorf("etcd set value %q: a value of %d bytes on %d keys", c.Key, len(v), n)
+	if err := backend.CheckValue(v, len(c.AllKeys())); err != nil {
+		return fmt.Errorf("etcd set value %q: %w", c.Key, err)
 	}
 	if c.Token == 0 {
 		return fmt.Errorf("%w: etcd set value %q: no claim", backend.ErrLeaseExpired, c.Key)

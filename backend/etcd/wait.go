@@ -156,6 +156,26 @@ type predWait struct {
 func (p *predWait) keyDeleted(int64)      { close(p.done) }
 func (p *predWait) watchFailed(err error) { p.err = err; close(p.done) }
 
+// guarded sends a Txn that runs the operations ops returns if the
+// compares own (the claim's identity) hold, again while etcd is merely out
+// of reach (see retryAfter; ops is called for each try). It returns etcd's
+// answer, or lostError if the claim is gone.
+func (a *acquisition) guarded(ctx context.Context, own []clientv3.Cmp, ops func() []clientv3.Op) (*clientv3.TxnResponse, error) {
+	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
+		resp, err := a.b.cli.Txn(ctx).If(own...).Then(ops()...).Commit()
+		if err != nil {
+			if err := a.retryAfter(ctx, err, backoff); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if !resp.Succeeded {
+			return nil, a.lostError()
+		}
+		return resp, nil
+	}
+}
+
 // retryAfter decides what a waiting acquisition does after a request of
 // its failed with err. While etcd is merely out of reach (codes.Unavailable:
 // a member down, no leader, a connection lost mid-call) the claim keeps its

@@ -171,9 +171,7 @@ func (b *Backend) admitLocked(req *backend.AcquireRequest, held *backend.Claim, 
 	} else {
 		b.enqueueLocked(c)
 	}
-	if b.obs != nil {
-		b.flushLocked()
-	}
+	b.flushLocked()
 	if c.state == stateHolding {
 		if req.Stamp == nil {
 			c.returned = true
@@ -236,7 +234,7 @@ func (b *Backend) promoteLocked(c *claim) {
 	c.state = stateHolding
 	c.acquiredAt = b.clock.Now()
 	if b.obs != nil {
-		b.obs.markLocked(c) // flushed by admitLocked or removeLocked
+		b.obs.markLocked(c) // flushed at the end of the operation
 	}
 	if c.permits > 1 {
 		c.permit = c.first.key.takePermit()
@@ -274,6 +272,7 @@ func (b *Backend) finish(c *claim, stamp func(backend.Timestamp) (backend.Timest
 		if err != nil {
 			if c.state != stateGone {
 				b.removeLocked(c, endStampFailed)
+				b.flushLocked()
 			}
 			return backend.Claim{}, fmt.Errorf("memory: acquire %q: stamp: %w", c.first.key.name, err)
 		}
@@ -299,6 +298,7 @@ func (b *Backend) checkHoldingLocked(c *claim) error {
 		return c.endErr()
 	case b.closed:
 		b.removeLocked(c, endClosed)
+		b.flushLocked()
 		return errClosed("acquire")
 	case c.state != stateHolding:
 		panic("memory: woken claim neither holds its keys nor is gone")
@@ -318,5 +318,6 @@ func (b *Backend) abandon(c *claim, err error) error {
 	// The claim may have just come to hold its keys; removing it hands
 	// them on, so a cancelled request never keeps them.
 	b.removeLocked(c, endCancelled)
+	b.flushLocked()
 	return err
 }

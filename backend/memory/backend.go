@@ -53,7 +53,6 @@ type Backend struct {
 
 	renewErr   error         // FailRenewals
 	obs        *observers    // nil until the first Observe (observe.go)
-	ending     bool          // a lease's end is removing its claims: flush once, after the last
 	renewDelay time.Duration // DelayRenewals
 }
 

@@ -81,7 +81,9 @@ func (b *Backend) DeleteClaim(key string) bool {
 	if h == nil {
 		return false
 	}
-	if call, ok := b.loseLocked(h, endDeleted); ok {
+	call, ok := b.loseLocked(h, endDeleted)
+	b.flushLocked()
+	if ok {
 		b.notifyLocked([]lostCall{call})
 	}
 	return true

@@ -146,10 +146,6 @@ func (b *Backend) endLeaseLocked(l *lease, why endReason) {
 	delete(b.leases, l.id)
 	l.timer.Stop()
 	var lost []lostCall
-	// Its claims go at once, as on etcd, where a revoke deletes them in one
-	// revision: observers must not see a waiter of l promoted behind its
-	// holder, in the moment before it is removed in turn.
-	b.ending = true
 	for c := l.claims.head; c != nil; {
 		// Read next before removing c: removal clears c's links. Removing
 		// a holder may promote another claim of this same lease; it is
@@ -161,9 +157,9 @@ func (b *Backend) endLeaseLocked(l *lease, why endReason) {
 		}
 		c = next
 	}
-	b.ending = false
-	if b.obs != nil {
-		b.flushLocked()
-	}
+	// Observers see the lease's end as one change, as on etcd, where a
+	// revoke deletes its claims in one revision: never a waiter of l
+	// promoted behind its holder in the moment before it goes in turn.
+	b.flushLocked()
 	b.notifyLocked(lost)
 }

@@ -41,10 +41,20 @@ func (o *observers) markLocked(c *claim) {
 	}
 }
 
-// flushLocked queues the new state of every dirty key for its observers,
-// those whose last state differs. Observers are never blocked on: their
-// queue is unbounded, and the signal channel has room for one wake-up.
+// flushLocked ends an operation that may have changed holders: it queues
+// the new state of every dirty key for its observers, if anyone observes.
+// It is small enough to be inlined, so it costs one nil test otherwise.
 func (b *Backend) flushLocked() {
+	if b.obs != nil {
+		b.flushObserversLocked()
+	}
+}
+
+// flushObserversLocked queues the new state of every dirty key for its
+// observers, those whose last state differs. Observers are never blocked
+// on: their queue is unbounded, and the signal channel has room for one
+// wake-up.
+func (b *Backend) flushObserversLocked() {
 	o := b.obs
 	for _, k := range o.dirty {
 		watchers := o.byKey[k.name]

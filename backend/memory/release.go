@@ -24,6 +24,7 @@ func (b *Backend) Release(_ context.Context, c backend.Claim) error {
 	}
 	if x := b.findLocked(&c); x != nil {
 		b.removeLocked(x, endReleased)
+		b.flushLocked()
 	}
 	b.mu.Unlock()
 	return nil
@@ -107,10 +108,7 @@ func (b *Backend) removeLocked(c *claim, why endReason) {
 		b.parkMultiLocked(c)
 	}
 	if b.obs != nil {
-		b.obs.markLocked(c)
-		if !b.ending {
-			b.flushLocked()
-		}
+		b.obs.markLocked(c) // flushed by the operation that removes c
 	}
 	if c.reqDone {
 		b.recycleLocked(c)

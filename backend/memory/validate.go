@@ -20,13 +20,14 @@ var ErrInvalidRequest = errors.New("memory: invalid request")
 // validate checks req against the queue model's limits. It looks only at
 // the request, so it runs before the Backend's mutex is taken.
 func validate(req *backend.AcquireRequest) error {
+	if err := backend.CheckValue(req.Value, max(len(req.Keys), 1)); err != nil {
+		return invalid(req, "%v", err)
+	}
 	switch {
 	case req.Permits < 0 || req.Permits > backend.MaxPermits:
 		return invalid(req, "permits %d outside 0..%d", req.Permits, backend.MaxPermits)
 	case req.Shared && req.Permits > 1:
 		return invalid(req, "a shared claim takes one permit, not %d", req.Permits)
-	case len(req.Value) > backend.MaxValueLen:
-		return invalid(req, "value of %d bytes exceeds %d", len(req.Value), backend.MaxValueLen)
 	case req.Keys == nil:
 		return nil
 	case len(req.Keys) == 0 || len(req.Keys) > backend.MaxKeys:
@@ -35,8 +36,6 @@ func validate(req *backend.AcquireRequest) error {
 		return invalid(req, "Keys[0] is %q, not Key", req.Keys[0])
 	case req.Permits > 1:
 		return invalid(req, "a multi-key claim takes one permit, not %d", req.Permits)
-	case len(req.Value)*len(req.Keys) > backend.MaxValueTotal:
-		return invalid(req, "value of %d bytes on %d keys exceeds %d in all", len(req.Value), len(req.Keys), backend.MaxValueTotal)
 	}
 	for i := 1; i < len(req.Keys); i++ {
 		if req.Keys[i-1] >= req.Keys[i] {

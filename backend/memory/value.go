@@ -21,13 +21,8 @@ import (
 // The old value is replaced, not written into: Claim.Value slices handed
 // out earlier keep the value they had.
 func (b *Backend) SetValue(ctx context.Context, c backend.Claim, v []byte) error {
-	if len(v) > backend.MaxValueLen {
-		return fmt.Errorf("memory: set value on %q: %w: value of %d bytes exceeds %d",
-			c.Key, ErrInvalidRequest, len(v), backend.MaxValueLen)
-	}
-	if n := len(c.AllKeys()); len(v)*n > backend.MaxValueTotal {
-		return fmt.Errorf("memory: set value on %q: %w: value of %d bytes on %d keys exceeds %d in all",
-			c.Key, ErrInvalidRequest, len(v), n, backend.MaxValueTotal)
+	if err := backend.CheckValue(v, len(c.AllKeys())); err != nil {
+		return fmt.Errorf("memory: set value on %q: %w: %w", c.Key, ErrInvalidRequest, err)
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("memory: set value on %q: %w", c.Key, backend.ContextError(ctx))
@@ -45,7 +40,7 @@ func (b *Backend) SetValue(ctx context.Context, c backend.Claim, v []byte) error
 	x.extra().value = bytes.Clone(v)
 	if b.obs != nil {
 		b.obs.markLocked(x)
-		b.flushLocked()
 	}
+	b.flushLocked()
 	return nil
 }

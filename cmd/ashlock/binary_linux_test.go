@@ -29,6 +29,28 @@ func TestBinaryCommandDoesNotOutliveAshlock(t *testing.T) {
 	eventually(t, "the command to die with ashlock", func() bool { return processGone(pid) })
 }
 
+// converse reads the terminal master until every process has closed it
+// (EIO), typing "hello" once after the terminal has shown prompt, and
+// returns everything it showed.
+func converse(t *testing.T, master *os.File, prompt string) []byte {
+	t.Helper()
+	if err := master.SetReadDeadline(time.Now().Add(testTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	var all bytes.Buffer
+	buf := make([]byte, 256)
+	for {
+		n, err := master.Read(buf)
+		all.Write(buf[:n])
+		if bytes.Contains(all.Bytes(), []byte(prompt)) && !bytes.Contains(all.Bytes(), []byte("hello")) {
+			master.Write([]byte("hello\n"))
+		}
+		if err != nil { // EIO once every process has closed the terminal
+			return all.Bytes()
+		}
+	}
+}
+
 // openPTY opens a new pseudo-terminal and returns its master and slave.
 func openPTY(t *testing.T) (master, slave *os.File) {
 	t.Helper()
@@ -78,26 +100,7 @@ func TestBinaryGivesTheCommandTheTerminal(t *testing.T) {
 	}
 	slave.Close() // ours; the terminal now lives as long as ashlock's copies
 
-	if err := master.SetReadDeadline(time.Now().Add(testTimeout)); err != nil {
-		t.Fatal(err)
-	}
-	out := make(chan []byte, 1)
-	go func() {
-		var all bytes.Buffer
-		buf := make([]byte, 256)
-		for {
-			n, err := master.Read(buf)
-			all.Write(buf[:n])
-			if bytes.Contains(all.Bytes(), []byte("prompt")) && !bytes.Contains(all.Bytes(), []byte("hello")) {
-				master.Write([]byte("hello\n"))
-			}
-			if err != nil { // EIO once every process has closed the terminal
-				out <- all.Bytes()
-				return
-			}
-		}
-	}()
-	got := <-out
+	got := converse(t, master, "prompt")
 	if code := waitExit(t, cmd); code != 5 {
 		t.Errorf("exit code = %d, want 5 (the command's); terminal showed %q", code, got)
 	}
@@ -127,26 +130,7 @@ func TestBinaryGivesTheTerminalBackWhenTheCommandCannotStart(t *testing.T) {
 	}
 	slave.Close()
 
-	if err := master.SetReadDeadline(time.Now().Add(testTimeout)); err != nil {
-		t.Fatal(err)
-	}
-	out := make(chan []byte, 1)
-	go func() {
-		var all bytes.Buffer
-		buf := make([]byte, 256)
-		for {
-			n, err := master.Read(buf)
-			all.Write(buf[:n])
-			if bytes.Contains(all.Bytes(), []byte("rc=")) && !bytes.Contains(all.Bytes(), []byte("hello")) {
-				master.Write([]byte("hello\n"))
-			}
-			if err != nil { // EIO once every process has closed the terminal
-				out <- all.Bytes()
-				return
-			}
-		}
-	}()
-	got := <-out
+	got := converse(t, master, "rc=")
 	if code := waitExit(t, cmd); code != 0 {
 		t.Errorf("the shell's exit code = %d, want 0; terminal showed %q", code, got)
 	}

@@ -108,11 +108,7 @@ func (h *holder) believe(a *acquisition, t int64) {
 // recorded at t means the holder believed it held the lock at t or later.
 // After Done closes one more check is made: it must fail.
 func (h *holder) probe(hd held, a *acquisition, stop <-chan struct{}, stopped chan<- struct{}) {
-	defer close(stopped)
-	t := time.NewTicker(probeEvery)
-	defer t.Stop()
-	doneSeen := false
-	for {
+	probeLoop(hd, probeEvery, stop, stopped, func(doneSeen bool) bool {
 		at := h.clk.now()
 		ok := hd.valid()
 		if ok {
@@ -122,10 +118,25 @@ func (h *holder) probe(hd held, a *acquisition, stop <-chan struct{}, stopped ch
 			if ok {
 				h.acqs.update(a, func(a *acquisition) { a.doneButValid++ })
 			}
-			return
+			return false
 		}
 		if !ok {
 			h.acqs.update(a, func(a *acquisition) { a.lost = true })
+		}
+		return ok
+	})
+}
+
+// probeLoop calls check every `every` until stop closes or check returns
+// false, and once more (with doneSeen set) as soon as hd's Done has
+// closed; it closes stopped when it returns.
+func probeLoop(hd held, every time.Duration, stop <-chan struct{}, stopped chan<- struct{}, check func(doneSeen bool) bool) {
+	defer close(stopped)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	doneSeen := false
+	for {
+		if !check(doneSeen) || doneSeen {
 			return
 		}
 		select {

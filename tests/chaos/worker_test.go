@@ -225,23 +225,10 @@ func (w *worker) check(hd held) (bool, error) {
 // childProbeEvery until stop closes or a check fails, and makes one more
 // check once Done has closed.
 func (w *worker) probe(hd held, stop <-chan struct{}, stopped chan<- struct{}) {
-	defer close(stopped)
-	t := time.NewTicker(childProbeEvery)
-	defer t.Stop()
-	doneSeen := false
-	for {
+	probeLoop(hd, childProbeEvery, stop, stopped, func(bool) bool {
 		ok, err := w.check(hd)
-		if err != nil || !ok || doneSeen {
-			return
-		}
-		select {
-		case <-stop:
-			return
-		case <-hd.done():
-			doneSeen = true
-		case <-t.C:
-		}
-	}
+		return err == nil && ok
+	})
 }
 
 // closed reports whether c is closed, without waiting.

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ash-lock/ashlock/backend"
+	"github.com/ash-lock/ashlock/backend/etcd"
 )
 
 // dropReply makes the next Txn that puts a claim under prefix commit in
@@ -46,6 +47,17 @@ func (d *dropReply) intercept(ctx context.Context, method string, req, reply any
 		return status.Error(codes.Unavailable, "test: reply lost")
 	}
 	return err
+}
+
+// newDroppingBackend returns a Backend under prefix whose client loses the
+// reply of its first claim-creating Txn once d.armed is closed.
+func newDroppingBackend(t *testing.T, prefix string) (*dropReply, *etcd.Backend, *clientv3.Client) {
+	t.Helper()
+	d := &dropReply{prefix: prefix, armed: make(chan struct{}), fired: make(chan struct{})}
+	b, cli := newBackend(t, shared, prefix, func(cfg *clientv3.Config) {
+		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(d.intercept))
+	})
+	return d, b, cli
 }
 
 // putsClaim reports whether txn may put a claim key under prefix, in any
@@ -102,10 +114,7 @@ func TestLostEnqueueReplyThenCancelLeavesNothingOfEveryKind(t *testing.T) {
 	for _, kind := range kinds {
 		t.Run(kind.name, func(t *testing.T) {
 			prefix := uniquePrefix(t)
-			d := &dropReply{prefix: prefix, armed: make(chan struct{}), fired: make(chan struct{})}
-			b, cli := newBackend(t, shared, prefix, func(cfg *clientv3.Config) {
-				cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(d.intercept))
-			})
+			d, b, cli := newDroppingBackend(t, prefix)
 			hl := grant(t, b, 30*time.Second)
 			holders := kind.holder
 			if holders == nil {

@@ -7,8 +7,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc"
 
 	"github.com/ash-lock/ashlock/backend"
 )
@@ -51,10 +49,7 @@ func TestLostEnqueueReplyKeepsPlaceOfEveryKind(t *testing.T) {
 	for _, kind := range kinds {
 		t.Run(kind.name, func(t *testing.T) {
 			prefix := uniquePrefix(t)
-			d := &dropReply{prefix: prefix, armed: make(chan struct{}), fired: make(chan struct{})}
-			b, cli := newBackend(t, shared, prefix, func(cfg *clientv3.Config) {
-				cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(d.intercept))
-			})
+			d, b, cli := newDroppingBackend(t, prefix)
 			hl := grant(t, b, 30*time.Second)
 			holders := make([]backend.Claim, len(kind.holders))
 			for i, h := range kind.holders {
@@ -119,10 +114,7 @@ func TestLostEnqueueReplyStillChecksPermits(t *testing.T) {
 	for _, kind := range kinds {
 		t.Run(kind.name, func(t *testing.T) {
 			prefix := uniquePrefix(t)
-			d := &dropReply{prefix: prefix, armed: make(chan struct{}), fired: make(chan struct{})}
-			b, cli := newBackend(t, shared, prefix, func(cfg *clientv3.Config) {
-				cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(d.intercept))
-			})
+			d, b, cli := newDroppingBackend(t, prefix)
 			hr := request("k", grant(t, b, 30*time.Second), "holder")
 			hr.Permits = kind.holder.Permits
 			h := acquire(t, b, hr)
