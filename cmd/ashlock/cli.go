@@ -27,6 +27,11 @@ type env struct {
 	getenv  func(string) string
 	signals func() (<-chan os.Signal, func())
 	connect func(context.Context, ashlock.LockConfig) (*ashlock.LockClient, error)
+	// beforeStart, if not nil, is called by "ashlock run" once it holds
+	// the lock, just before it looks for signals that came before the
+	// command started. Tests use it to send a signal at that moment; main
+	// leaves it nil.
+	beforeStart func()
 }
 
 // errorf writes one "ashlock: ..." line to stderr. Error arguments are

@@ -27,7 +27,7 @@ const (
 	exitUsage       = 64  // EX_USAGE: bad flags or arguments, invalid key, TTL or seed; --permits differs from the key's other runs
 	exitUnavailable = 69  // EX_UNAVAILABLE: the backend could not be reached
 	exitSoftware    = 70  // EX_SOFTWARE: an unexpected internal error
-	exitNotAcquired = 75  // EX_TEMPFAIL: lock held (--try), --timeout passed, wait cancelled by a signal
+	exitNotAcquired = 75  // EX_TEMPFAIL: lock held (--try), --timeout passed, a signal before the command started
 	exitLockLost    = 76  // the lock was lost while the command ran (the command was stopped)
 	exitCannotRun   = 126 // the command exists but could not be started
 	exitNotFound    = 127 // the command was not found

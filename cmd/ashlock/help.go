@@ -49,14 +49,15 @@ at once, SIGKILL after a grace of min(TTL/3, 10s), and exits 76.
 
 COMMAND runs in a process group of its own (given the terminal if
 ashlock has it, so interactive commands work). The signals INT, TERM, HUP,
-QUIT, USR1 and USR2 sent to ashlock are passed on to that group. While
-ashlock is still waiting for the lock, INT, TERM, HUP and QUIT abandon the
-wait instead (exit 75; COMMAND never starts). A signal that was ignored
-when ashlock started (HUP under nohup) stays ignored by both. If ashlock
-itself is killed,
-COMMAND is killed too (Linux), since nobody renews the lock after that.
-The lock is released when COMMAND exits; processes it left running in
-the background are not waited for and run on unprotected.
+QUIT, USR1 and USR2 sent to ashlock are passed on to that group. Until
+COMMAND has started (while ashlock connects, waits for the lock, or has
+just been granted it), INT, TERM, HUP and QUIT abandon the run instead:
+the lock is released if it was granted, COMMAND never starts, and ashlock
+exits 75; USR1 and USR2 are dropped. A signal that was ignored when
+ashlock started (HUP under nohup) stays ignored by both. If ashlock itself
+is killed, COMMAND is killed too (Linux), since nobody renews the lock
+after that. The lock is released when COMMAND exits; processes it left
+running in the background are not waited for and run on unprotected.
 
 Flags:
   --seed URL               backend (default $ASHLOCK_SEED, else memory://)
@@ -108,8 +109,8 @@ Exit status:
         the others go on, so it is not 75, and --quiet does not hide it
   69    backend unavailable
   70    internal error
-  75    not acquired: KEY held elsewhere (--try), --timeout passed, or the
-        wait was cancelled by a signal
+  75    not acquired: KEY held elsewhere (--try), --timeout passed, or a
+        signal came before COMMAND started
   76    lock lost while COMMAND ran; reported even if COMMAND then exited 0
   126   COMMAND found but could not be started
   127   COMMAND not found

@@ -18,10 +18,11 @@ var forwarded = []os.Signal{
 	syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2,
 }
 
-// cancelsWait reports whether sig, received while ashlock is still
-// connecting or waiting for the lock, abandons the attempt. The signals
-// whose default action is to stop a process do; SIGUSR1 and SIGUSR2 have
-// no command to go to yet and are dropped.
+// cancelsWait reports whether sig, received before the command has
+// started (while ashlock connects, waits for the lock, or has just been
+// granted it), abandons the run. The signals whose default action is to
+// stop a process do; SIGUSR1 and SIGUSR2 have no command to go to yet and
+// are dropped.
 func cancelsWait(sig os.Signal) bool {
 	switch sig {
 	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
@@ -77,6 +78,24 @@ var sigNames = map[syscall.Signal]string{
 	syscall.SIGINT: "INT", syscall.SIGTERM: "TERM", syscall.SIGHUP: "HUP",
 	syscall.SIGQUIT: "QUIT", syscall.SIGUSR1: "USR1", syscall.SIGUSR2: "USR2",
 	syscall.SIGKILL: "KILL",
+}
+
+// pendingCancel takes every signal already waiting on sigs and returns the
+// first one that cancelsWait, or nil if none did. The others are dropped,
+// as during the wait. A signal still on its way to sigs is not seen: it
+// counts as one that came after the caller's next step.
+func pendingCancel(sigs <-chan os.Signal) os.Signal {
+	var caught os.Signal
+	for {
+		select {
+		case s := <-sigs:
+			if caught == nil && cancelsWait(s) {
+				caught = s
+			}
+		default:
+			return caught
+		}
+	}
 }
 
 // untilSignal runs work on a goroutine of its own while this one watches

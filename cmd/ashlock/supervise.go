@@ -43,6 +43,20 @@ func supervise(h *held, o runOptions, e *env, sigs <-chan os.Signal) int {
 		"ASHLOCK_PERMIT="+strconv.Itoa(h.guard.Permit()),
 	)
 	term := prepareChild(cmd, e.stdin)
+	if e.beforeStart != nil {
+		e.beforeStart()
+	}
+	// A signal can come after the wait's last look at sigs: while the
+	// lock was being granted, or as the wait ended (untilSignal may take
+	// the result over a signal that came at the same time). It was sent
+	// to a run with no command yet, so it ends the run as it would have
+	// ended the wait, rather than reaching a command started after it.
+	if s := pendingCancel(sigs); s != nil {
+		if !o.quiet {
+			e.errorf("%q: cancelled by SIG%s as the lock was granted; the command was not started", o.key, signalName(s))
+		}
+		return exitNotAcquired
+	}
 	if err := cmd.Start(); err != nil {
 		// The child may have taken the terminal before its exec failed:
 		// take it back, or the shell that started ashlock finds its
