@@ -57,7 +57,12 @@ const (
 	// the claim: a multi-key claim publishes its value at every key, and
 	// each request that writes the claim carries every copy, while etcd
 	// refuses requests over 1.5 MiB by default. Up to 8 keys take a value
-	// of MaxValueLen, 64 keys one of 8 KiB.
+	// of MaxValueLen, 64 keys one of 8 KiB. The bound leaves room for the
+	// keys whatever they are: a claim on MaxKeys keys of the longest
+	// length a key may have (1024 bytes, each of which the store may have
+	// to escape), with the longest owner label and a value of
+	// MaxValueTotal bytes in all, fits in every request backend/etcd makes
+	// for it, under the longest prefix, within etcd's default limit.
 	MaxValueTotal = 8 * MaxValueLen
 )
 

@@ -91,7 +91,11 @@
 //     create revision: one token) and one Txn releases it; it holds once
 //     it holds at every key, waiting at one key at a time, and a claim
 //     that waited then checks in one Txn that it still exists at every
-//     key.
+//     key. Every request fits in etcd's default size limit, whatever the
+//     keys and value allowed: a multi-key request that does not queue
+//     (TryAcquire, Fair false) and would not fit with the reads of what
+//     blocks it sends them in a second request, after its compares failed
+//     (see maxTxnBytes).
 //   - Every claim of a key agrees on the permit count (exclusive and
 //     shared claims count as one): an enqueue reads the name of the claim
 //     just ahead, and a request that disagrees removes its claim and fails

@@ -25,17 +25,28 @@ import (
 //
 //	enqueue:  If(own name absent per key) Then(Get ahead per key, Put per key)
 //	try:      If(queue free per key [shared: and own name absent per key]) Then(Put per key)
-//	          Else(Get the blocking claim per key, Get own name per key)
+//	          Else(Get the blocking claim per key, Get own name per key),
+//	          or those reads in a Txn of their own after it failed (see maxTxnBytes)
 //	confirm:  If(identity per key), after waiting, unless stamps (whose Txn compares the same)
 //	release:  Then(Delete per key), or Then(Txn If(identity) Then(Delete) per key)
 //	stamps:   Then(Get stamp per key); then If(identity, stamp unchanged per key)
-//	          Then(Put stamp, Put record per key) Else(Get stamp, Get claim per key)
+//	          Then(Put stamp, Put record per key), and after it failed
+//	          Then(Get stamp, Get claim per key)
 //	SetValue: If(identity per key) Then(Put record per key)
 //
 // so that uncontended a multi-key claim takes one round trip to make
 // (three with stamps: the stamp records are read and written in Txns of
 // their own, since with the enqueue's reads and puts they would not fit)
 // and one to release, whatever the number of keys.
+//
+// etcd also refuses requests over --max-request-bytes, 1.5 MiB by default.
+// The largest of these Txns, with backend.MaxKeys keys of the longest
+// length, each byte of which escapeKey expands to three, the longest
+// prefix and owner label, and a value of backend.MaxValueTotal bytes in
+// all, are the enqueue, the try without its reads and the stamps' write,
+// each of which names every key's etcd key about four times and carries
+// the value once, and stays within the default limit
+// (tests/etcdbackend's TestMultiKeyLargestRequestsFit checks them all).
 
 // multiOps builds the per-key parts of the Txns that make a multi-key
 // claim: the compares that say every queue is free for it, the compares
@@ -175,6 +186,10 @@ func (a *acquisition) adoptAll(ctx context.Context) error {
 // acquisition gave up. It is removed, by name, and the Txn sent again;
 // taken for a blocker it would keep a TryAcquire out, and a waiting
 // request would wait for it, bound to our own live lease, until ctx ends.
+//
+// The reads go in the Txn's Else branch unless the Txn would then exceed
+// maxTxnBytes (long keys and a large value); it is then sent without them,
+// and they follow in a Txn of their own when its compares fail.
 func (a *acquisition) whenAllFree(ctx context.Context) error {
 	for {
 		now := time.Now()
@@ -183,8 +198,13 @@ func (a *acquisition) whenAllFree(ctx context.Context) error {
 		for _, k := range a.e.keys {
 			reads = append(reads, clientv3.OpGet(k, clientv3.WithKeysOnly()))
 		}
+		txn := a.b.cli.Txn(ctx).If(free...).Then(puts...)
+		inline := txnBytes(free, puts, reads) <= maxTxnBytes
+		if inline {
+			txn = txn.Else(reads...)
+		}
 		a.mayExist = true
-		resp, err := a.b.cli.Txn(ctx).If(free...).Then(puts...).Else(reads...).Commit()
+		resp, err := txn.Commit()
 		if err != nil {
 			return rpcError(ctx, "acquire", err)
 		}
@@ -192,6 +212,11 @@ func (a *acquisition) whenAllFree(ctx context.Context) error {
 			a.setToken(resp.Header.Revision)
 			a.acquiredAt = now
 			return nil
+		}
+		if !inline {
+			if resp, err = a.b.cli.Txn(ctx).Then(reads...).Commit(); err != nil {
+				return rpcError(ctx, "acquire", err)
+			}
 		}
 		if a.strayFound(resp) {
 			// The name is lent to this acquisition alone, so the delete
@@ -215,12 +240,14 @@ func (a *acquisition) whenAllFree(ctx context.Context) error {
 				blocker = string(kvs[0].Key)
 			}
 		}
-		if blocker == "" {
-			return a.inconsistent() // the compares saw a claim that the reads did not
-		}
 		a.mayExist = false
-		if !a.req.Wait {
+		switch {
+		case blocker == "" && inline:
+			return a.inconsistent() // the compares saw a claim that the reads did not
+		case !a.req.Wait:
 			return a.lockedError()
+		case blocker == "":
+			continue // the blockers went between the Txn and the reads
 		}
 		if err := a.waitDeleted(ctx, blocker, resp.Header.Revision+1); err != nil {
 			return err
@@ -292,12 +319,18 @@ func (a *acquisition) stampAll(ctx context.Context) (backend.Timestamp, error) {
 				writes = append(writes, clientv3.OpPut(stampKeys[i], encodeStamp(st)))
 			}
 		}
-		resp, err := a.b.cli.Txn(ctx).If(cmps...).Then(writes...).Else(reads...).Commit()
+		// No Else branch: with the longest keys and the largest value the
+		// Txn would not fit with the reads (see maxTxnBytes), and they are
+		// needed only when a shared holder recorded its stamp meanwhile.
+		resp, err := a.b.cli.Txn(ctx).If(cmps...).Then(writes...).Commit()
 		if err != nil {
 			return backend.Timestamp{}, rpcError(ctx, "acquire (stamp)", err)
 		}
 		if resp.Succeeded {
 			return st, nil
+		}
+		if resp, err = a.b.cli.Txn(ctx).Then(reads...).Commit(); err != nil {
+			return backend.Timestamp{}, rpcError(ctx, "acquire (stamp)", err)
 		}
 		for i := range keys {
 			if own := rangeKvs(resp, len(keys)+i); len(own) == 0 || own[0].CreateRevision != a.token {
@@ -310,4 +343,31 @@ func (a *acquisition) stampAll(ctx context.Context) (backend.Timestamp, error) {
 			}
 		}
 	}
+}
+
+// maxTxnBytes bounds the size of a multi-key Txn that carries reads besides
+// its compares and writes. etcd refuses requests over its
+// --max-request-bytes, 1.5 MiB by default; with backend.MaxKeys keys of the
+// longest length, made of bytes that escapeKey expands, and a value of
+// backend.MaxValueTotal bytes in all, the compares and writes alone take
+// most of that. A Txn that would exceed maxTxnBytes with its reads leaves
+// them out and reads in a request of its own when it needs them.
+const maxTxnBytes = 1 << 20
+
+// txnBytes estimates the size of a Txn of cmps and ops as etcd receives
+// it: the bytes of every key, range end and value, and a bound on the
+// framing of each item.
+func txnBytes(cmps []clientv3.Cmp, ops ...[]clientv3.Op) int {
+	const framing = 32
+	n := 0
+	for i := range cmps {
+		c := cmps[i].GetCompare()
+		n += len(c.GetKey()) + len(c.GetRangeEnd()) + framing
+	}
+	for _, list := range ops {
+		for _, op := range list {
+			n += len(op.KeyBytes()) + len(op.RangeBytes()) + len(op.ValueBytes()) + framing
+		}
+	}
+	return n
 }
