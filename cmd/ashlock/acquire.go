@@ -32,6 +32,44 @@ func (h *held) release(e *env) {
 	closeClient(e, h.client)
 }
 
+// releaseUnlessSignalled releases h as release does, unless a signal that
+// cancelsWait comes first: then it reports on stderr that it stops waiting
+// and returns. Other signals are dropped, there being no command to pass
+// them to.
+//
+// An abandoned release goes on in the background only until ashlock
+// exits, which its caller does at once. The claim lapses within its TTL
+// anyway, since the exit also ends the lease's renewals: whoever signals
+// ashlock here (a user, a service manager stopping it) gains nothing by
+// its waiting up to twice cleanupTimeout for a backend that does not
+// answer.
+func (h *held) releaseUnlessSignalled(o runOptions, e *env, sigs <-chan os.Signal) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.release(e)
+	}()
+	for {
+		select {
+		case <-done:
+			return
+		case s := <-sigs:
+			if !cancelsWait(s) {
+				continue
+			}
+			// A release that ended as the signal came has nothing left to
+			// abandon: say nothing about it.
+			select {
+			case <-done:
+				return
+			default:
+			}
+			e.errorf("%q: SIG%s: not waiting for the release; the lock lapses within its TTL (%v)", o.key, signalName(s), o.ttl)
+			return
+		}
+	}
+}
+
 // errInterrupted is the cancellation cause when a signal abandons the wait.
 var errInterrupted = errors.New("interrupted by a signal")
 
@@ -56,7 +94,7 @@ func obtain(o runOptions, e *env, sigs <-chan os.Signal) (*held, int) {
 	switch {
 	case caught != nil:
 		if r.h != nil {
-			r.h.release(e)
+			r.h.releaseUnlessSignalled(o, e, sigs)
 		}
 		if !o.quiet {
 			e.errorf("%q: not acquired: wait cancelled by SIG%s", o.key, signalName(caught))

@@ -58,6 +58,10 @@ ashlock started (HUP under nohup) stays ignored by both. If ashlock itself
 is killed, COMMAND is killed too (Linux), since nobody renews the lock
 after that. The lock is released when COMMAND exits; processes it left
 running in the background are not waited for and run on unprotected.
+The release can take up to 20s if the backend is unreachable; INT, TERM,
+HUP or QUIT meanwhile ends the wait for it: ashlock exits at once with the
+status it would have had, and the lock lapses within its TTL, nothing
+renewing it any more.
 
 Flags:
   --seed URL               backend (default $ASHLOCK_SEED, else memory://)

@@ -125,6 +125,11 @@ func runCommand(args []string, e *env) int {
 	if h == nil {
 		return code
 	}
-	defer h.release(e)
-	return supervise(h, o, e, sigs)
+	code = supervise(h, o, e, sigs)
+	// Signals still waiting on sigs came while the command ran, for it:
+	// supervise may have seen the command's exit first. Only one that
+	// comes during the release stops waiting for it.
+	pendingCancel(sigs)
+	h.releaseUnlessSignalled(o, e, sigs)
+	return code
 }

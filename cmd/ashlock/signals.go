@@ -10,19 +10,21 @@ import (
 
 // forwarded are the signals ashlock catches from the moment it starts
 // working on a lock. While the command runs each one is passed on to the
-// command's process group; before that, see cancelsWait. Catching them all
-// from the start matters: a default action would kill ashlock and leave its
-// claim in the queue until the lease expires.
+// command's process group; before it starts and once it has exited, see
+// cancelsWait. Catching them all from the start matters: a default action
+// would kill ashlock and leave its claim in the queue until the lease
+// expires.
 var forwarded = []os.Signal{
 	syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP,
 	syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2,
 }
 
-// cancelsWait reports whether sig, received before the command has
-// started (while ashlock connects, waits for the lock, or has just been
-// granted it), abandons the run. The signals whose default action is to
-// stop a process do; SIGUSR1 and SIGUSR2 have no command to go to yet and
-// are dropped.
+// cancelsWait reports whether sig ends a wait while no command runs:
+// received before the command has started (while ashlock connects, waits
+// for the lock, or has just been granted it) it abandons the run; received
+// while ashlock releases the lock after the command has exited, it ends
+// the wait for the release. The signals whose default action is to stop a
+// process do; SIGUSR1 and SIGUSR2, with no command to go to, are dropped.
 func cancelsWait(sig os.Signal) bool {
 	switch sig {
 	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
