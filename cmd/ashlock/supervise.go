@@ -20,7 +20,9 @@ import (
 const groupPollInterval = 20 * time.Millisecond
 
 // supervise runs o.argv while h holds the lock and returns ashlock's exit
-// code: the command's, or exitLockLost if the lock was lost meanwhile.
+// code: the command's, or exitLockLost if the lock was lost meanwhile. It
+// does not start the command, and returns exitNotAcquired, if the lock is
+// lost already or a signal that cancelsWait is waiting on sigs.
 //
 // The command runs in a process group of its own, so that every process
 // it starts can be signalled together: forwarded signals, and on loss of
