@@ -145,13 +145,16 @@ func etcdElection(b *testing.B, n int) electionSetup {
 	return s
 }
 
+// namedElection is an implementation of an election benchmark and its name.
+type namedElection struct {
+	name  string
+	setup electionImpl
+}
+
 // electionImpls are the implementations every election benchmark
 // compares; ashlock first (BenchmarkElectionFailoverInterleaved's ratios
 // divide the first's figures by the second's).
-var electionImpls = []struct {
-	name  string
-	setup electionImpl
-}{
+var electionImpls = []namedElection{
 	{"ashlock", ashlockElection},
 	{"etcd-election", etcdElection},
 }
@@ -347,38 +350,7 @@ func (r *resigns) trial() (time.Duration, error) {
 func BenchmarkElectionFailoverInterleaved(b *testing.B) {
 	for _, n := range candidateCounts {
 		b.Run(fmt.Sprintf("candidates=%d", n), func(b *testing.B) {
-			ctx, cancel := context.WithCancel(runCtx(b))
-			var rs []*resigns
-			defer func() {
-				cancel()
-				for _, r := range rs {
-					r.cs.wg.Wait()
-				}
-			}()
-			for _, im := range electionImpls {
-				r := newResigns(ctx, im.setup(b, n))
-				rs = append(rs, r)
-				if err := r.fill(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			time.Sleep(electionSettle)
-			lat := make([][]time.Duration, len(rs))
-			turn := 0
-			for b.Loop() {
-				for range resignTrials {
-					for k := range rs {
-						i := (turn + k) % len(rs)
-						d, err := rs[i].trial()
-						if err != nil {
-							b.Fatalf("%s: %v", electionImpls[i].name, err)
-						}
-						lat[i] = append(lat[i], d)
-					}
-					turn++
-					time.Sleep(electionSettle)
-				}
-			}
+			lat := interleavedResigns(b, n, electionImpls)
 			for i, im := range electionImpls {
 				reportLatencies(b, im.name+"-", lat[i])
 			}
@@ -387,6 +359,48 @@ func BenchmarkElectionFailoverInterleaved(b *testing.B) {
 			}
 		})
 	}
+}
+
+// interleavedResigns runs the trials of BenchmarkElectionFailoverInterleaved
+// for impls, each with n candidates, taking turns trial by trial (which
+// goes first rotates), and returns each one's latencies.
+func interleavedResigns(b *testing.B, n int, impls []namedElection) [][]time.Duration {
+	ctx, cancel := context.WithCancel(runCtx(b))
+	var rs []*resigns
+	defer func() {
+		cancel()
+		for _, r := range rs {
+			r.cs.wg.Wait()
+		}
+	}()
+	// Every setup first: making clients compacts etcd's history, which
+	// would fail an etcd Election still setting up its watch.
+	for _, im := range impls {
+		rs = append(rs, newResigns(ctx, im.setup(b, n)))
+	}
+	for _, r := range rs {
+		if err := r.fill(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	time.Sleep(electionSettle)
+	lat := make([][]time.Duration, len(rs))
+	turn := 0
+	for b.Loop() {
+		for range resignTrials {
+			for k := range rs {
+				i := (turn + k) % len(rs)
+				d, err := rs[i].trial()
+				if err != nil {
+					b.Fatalf("%s: %v", impls[i].name, err)
+				}
+				lat[i] = append(lat[i], d)
+			}
+			turn++
+			time.Sleep(electionSettle)
+		}
+	}
+	return lat
 }
 
 // reportLatencies reports the p50, p99 and maximum of lat in milliseconds,

@@ -47,8 +47,10 @@ type rwSetup func(b *testing.B, wctr, rctr *rpcCounter, prefix string, n int) (w
 // waited admissionSettle before the release. ashlock (Lock(k) for the
 // writer, Lock(k).Shared() for the readers) is measured against etcd's
 // client/v3/experimental/recipes RWMutex (Lock/Unlock, RLock/RUnlock, one
-// Session per client). Target: ashlock's admission faster than the
-// recipe's.
+// Session per client), and against the library's protocol sent by hand
+// with and without the acquired-at record written at admission
+// (floor-record and floor-read, see rawRW). Target: ashlock's admission
+// faster than the recipe's.
 //
 // Metrics, over admissionRounds rounds per iteration: "admit-p50-ms" and
 // "admit-max-ms" (Unlock to all n holding), "first-p50-ms" (Unlock to the
@@ -66,6 +68,8 @@ func BenchmarkReaderAdmission(b *testing.B) {
 	}{
 		{"ashlock", ashlockRW},
 		{"etcd-recipe", recipeRW},
+		{"floor-record", rawRW(true)},
+		{"floor-read", rawRW(false)},
 	}
 	for _, n := range readerCounts {
 		b.Run(fmt.Sprintf("readers=%d", n), func(b *testing.B) {
