@@ -26,7 +26,7 @@ var brokenBackends = map[string]struct {
 	},
 	"unconditional-release": {
 		func() backend.Backend { return &unconditionalRelease{Backend: memory.New()} },
-		[]string{"ReleaseComparesIdentity"},
+		[]string{"ReleaseComparesIdentity", "ReleaseOfEveryKindComparesIdentity"},
 	},
 	"ignores-fairness": {
 		func() backend.Backend { return ignoresFairness{memory.New()} },

@@ -104,6 +104,7 @@ var checks = []struct {
 	{"SetValueComparesIdentity", testSetValueComparesIdentity},
 	{"InspectReportsHolders", testInspectHolders},
 	{"CancelledWaitOfEveryKindLeavesNothing", testCancelledWaitOfEveryKind},
+	{"ReleaseOfEveryKindComparesIdentity", testReleaseOfEveryKindComparesIdentity},
 	{"RevokeSignalsLossOfEveryKind", testRevokeSignalsLossOfEveryKind},
 	{"ObserveReportsHolderChanges", testObserve}, // backend.Observer only
 }
