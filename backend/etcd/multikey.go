@@ -221,7 +221,7 @@ func (a *acquisition) whenAllFree(ctx context.Context) error {
 		if a.strayFound(resp) {
 			// The name is lent to this acquisition alone, so the delete
 			// removes no one's claim (see deleteClaim).
-			if err := a.b.deleteClaims(ctx, a.e.keys, 0); err != nil {
+			if _, err := a.b.deleteClaims(ctx, a.e.keys, 0); err != nil {
 				return rpcError(ctx, "acquire", err)
 			}
 			continue

@@ -36,7 +36,7 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 	// as the Txn, and cheaper. That holds only if the claim was not lost
 	// before end (see registry.end).
 	if e := b.reg.held(key, int64(c.Token)); e != nil && b.reg.end(e) {
-		if err := b.deleteEntry(ctx, e, 0); err != nil {
+		if _, err := b.deleteEntry(ctx, e, 0); err != nil {
 			b.reg.keepName(e) // the delete may yet be applied, late
 			return rpcError(ctx, "release", err)
 		}
@@ -49,10 +49,13 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 	if c.Token == 0 {
 		return nil
 	}
+	var err error
 	if len(c.Keys) > 1 {
-		return rpcError(ctx, "release", b.deleteClaims(ctx, b.claimKeys(c), int64(c.Token)))
+		_, err = b.deleteClaims(ctx, b.claimKeys(c), int64(c.Token))
+	} else {
+		_, err = b.deleteClaim(ctx, key, int64(c.Token))
 	}
-	return rpcError(ctx, "release", b.deleteClaim(ctx, key, int64(c.Token)))
+	return rpcError(ctx, "release", err)
 }
 
 // deleteClaim removes the claim at key: the incarnation created at revision
@@ -61,17 +64,29 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 // the name. The name alone is safe then: it stays registered to that claim
 // until this delete succeeds, so no other claim of this Backend can be
 // under it, and claims of other Backends are under other leases' names.
-func (b *Backend) deleteClaim(ctx context.Context, key string, token int64) error {
+// It returns the revision etcd answered at.
+func (b *Backend) deleteClaim(ctx context.Context, key string, token int64) (int64, error) {
 	if token == 0 {
-		_, err := b.cli.Delete(ctx, key)
-		return err
+		resp, err := b.cli.Delete(ctx, key)
+		if err != nil {
+			return 0, err
+		}
+		return resp.Header.Revision, nil
 	}
-	_, err := b.cli.Txn(ctx).If(incarnation(key, token)).Then(clientv3.OpDelete(key)).Commit()
-	return err
+	return b.commit(b.cli.Txn(ctx).If(incarnation(key, token)).Then(clientv3.OpDelete(key)))
+}
+
+// commit commits txn and returns the revision etcd answered at.
+func (b *Backend) commit(txn clientv3.Txn) (int64, error) {
+	resp, err := txn.Commit()
+	if err != nil {
+		return 0, err
+	}
+	return resp.Header.Revision, nil
 }
 
 // deleteEntry removes the claim of e at each of its keys (see deleteClaim).
-func (b *Backend) deleteEntry(ctx context.Context, e *entry, token int64) error {
+func (b *Backend) deleteEntry(ctx context.Context, e *entry, token int64) (int64, error) {
 	if e.keys == nil {
 		return b.deleteClaim(ctx, e.key, token)
 	}
@@ -82,7 +97,7 @@ func (b *Backend) deleteEntry(ctx context.Context, e *entry, token int64) error 
 // every key, each compared on its identity with a nested Txn of its own
 // when token is set, so that a key where the claim is already gone (an
 // operator deleted it there) does not keep it at the others.
-func (b *Backend) deleteClaims(ctx context.Context, keys []string, token int64) error {
+func (b *Backend) deleteClaims(ctx context.Context, keys []string, token int64) (int64, error) {
 	ops := make([]clientv3.Op, len(keys))
 	for i, k := range keys {
 		ops[i] = clientv3.OpDelete(k)
@@ -90,8 +105,7 @@ func (b *Backend) deleteClaims(ctx context.Context, keys []string, token int64) 
 			ops[i] = clientv3.OpTxn([]clientv3.Cmp{incarnation(k, token)}, []clientv3.Op{clientv3.OpDelete(k)}, nil)
 		}
 	}
-	_, err := b.cli.Txn(ctx).Then(ops...).Commit()
-	return err
+	return b.commit(b.cli.Txn(ctx).Then(ops...))
 }
 
 // claimKeys returns the etcd keys of claim c, one per key it holds.
@@ -143,7 +157,7 @@ func (b *Backend) discard(ctx context.Context, e *entry, token int64, now bool) 
 func (b *Backend) remove(parent context.Context, e *entry, token int64, bound time.Duration) bool {
 	ctx, cancel := context.WithTimeout(parent, bound)
 	defer cancel()
-	if b.deleteEntry(ctx, e, token) != nil {
+	if _, err := b.deleteEntry(ctx, e, token); err != nil {
 		return false
 	}
 	b.reg.forget(e)
