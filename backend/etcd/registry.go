@@ -21,7 +21,9 @@ import (
 // from etcd: a delete of it succeeded (Release, or the cleanup of a failed
 // Acquire), its watch saw it deleted (at every key, for a multi-key claim:
 // see keyDeleted), or its lease ended; after a request under the name
-// whose outcome is unknown, until the lease ends (keepName). So no two
+// whose outcome is unknown, until the lease ends (keepName), and a name
+// kept for a create is watched meanwhile for a claim that create makes
+// late, which is deleted (Backend.watchStray). So no two
 // acquisitions of this Backend ever share a name, and the cleanup of a
 // failed Acquire can delete its claim by name alone even when the reply to
 // the Txn that created it was lost. Identity stays name plus create
@@ -98,6 +100,9 @@ type entry struct {
 	// whatever claim has the name then. So the name stays taken until the
 	// lease ends (forgetLease), not just until the claim is gone.
 	keep bool
+	// strays: the watches of a kept name's keys for a claim its create,
+	// applied late, makes there (see Backend.watchStray), by key.
+	strays map[string]*keyWatch
 }
 
 func newRegistry(m *mux, abandon func(e *entry, token int64)) *registry {
@@ -318,15 +323,46 @@ func (r *registry) held(key string, token int64) *entry {
 }
 
 // forgetLease unregisters the ended entries of lease id, which has ended
-// or is being revoked: their claims go with it, and no claim is made under
-// it any more. (Live entries hear of it from their watches.)
+// or is being revoked, and stops their watches for strays: their claims go
+// with it, and no claim is made under it any more. (Live entries hear of
+// it from their watches.)
 func (r *registry) forgetLease(id backend.LeaseID) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	var stop []*keyWatch
 	for _, e := range r.entries {
 		if e.lease == id && e.ended {
 			r.unregisterLocked(e) // deleting during range is allowed
+			for _, w := range e.strays {
+				stop = append(stop, w)
+			}
 		}
+	}
+	r.mu.Unlock()
+	for _, w := range stop {
+		r.mux.stop(w)
+	}
+}
+
+// keepWatch starts w, a watch of one key of e's kept name for a stray (see
+// Backend.watchStray), in place of the one it had there, unless e has been
+// forgotten; forgetLease stops it. Registered under r.mu, so a concurrent
+// forgetLease either comes first, and w does not start, or stops it.
+func (r *registry) keepWatch(e *entry, w *keyWatch) {
+	r.mu.Lock()
+	if r.entries[w.key] != e {
+		r.mu.Unlock()
+		return // its lease ended, and every claim under its name with it
+	}
+	s, err := r.mux.begin(w)
+	if err == nil {
+		if e.strays == nil {
+			e.strays = make(map[string]*keyWatch)
+		}
+		e.strays[w.key] = w
+	} // else the mux stopped for good: as if etcd refused the watch
+	r.mu.Unlock()
+	if s != nil {
+		r.mux.flush(s)
 	}
 }
 

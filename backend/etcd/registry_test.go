@@ -249,7 +249,8 @@ func TestRegistryEndAfterLoss(t *testing.T) {
 }
 
 // A name kept after a request under it got no answer stays taken when its
-// claim is forgotten, until its lease ends.
+// claim is forgotten, until its lease ends; so does its watch for a stray,
+// and none starts once the lease has ended.
 func TestRegistryKeptName(t *testing.T) {
 	tm := newTestMux(t)
 	r := newRegistry(tm.mux, nil)
@@ -259,6 +260,13 @@ func TestRegistryKeptName(t *testing.T) {
 	r.forget(e)
 	assert.Equal(t, "c/1-1", r.add("c/", 1, nil).key, "the kept name after forget")
 	assert.Nil(t, e.onLost, "the kept entry's loss listener (the guard) after forget")
+	stray := func() *keyWatch { return &keyWatch{key: claimKey, from: 2, puts: true, target: newRecTarget()} }
+	r.keepWatch(e, stray())
+	tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 1 }, "the watch for a stray")
 	r.forgetLease(1)
+	tm.e.waitFor(t, func() bool { return len(tm.e.cancelsLocked(0)) == 1 }, "its cancel once the lease ended")
+	r.keepWatch(e, stray())
+	barrier(t, tm)
+	assert.Len(t, tm.e.creates(0), 2, "watches created: the one for a stray and the barrier's")
 	assert.Equal(t, claimKey, r.add("c/", 1, nil).key, "the kept name once its lease ended")
 }

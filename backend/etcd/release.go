@@ -119,7 +119,10 @@ func (b *Backend) claimKeys(c backend.Claim) []string {
 }
 
 // discard removes the claim of a failed Acquire and then frees its name,
-// unless the name is kept (see registry.keepName).
+// unless the name is kept (see registry.keepName). With token 0 (the
+// create's outcome is unknown) the name is kept, and once the claim is
+// deleted a claim that the create makes there later is deleted in turn
+// (see watchStray).
 // It uses contexts of its own, detached from ctx's cancellation (ctx has
 // often ended: that may be why Acquire failed), so cleanup neither hangs on
 // a dead caller context nor is skipped because of one.
@@ -153,14 +156,26 @@ func (b *Backend) discard(ctx context.Context, e *entry, token int64, now bool) 
 }
 
 // remove deletes e's claim (see deleteEntry) within bound of parent and
-// then forgets e; it reports whether the delete succeeded.
+// then forgets e; it reports whether the delete succeeded. With token 0
+// (the create's outcome is unknown, and e keeps its name) it then watches
+// every key of e for a stray (see watchStray) from after the delete.
 func (b *Backend) remove(parent context.Context, e *entry, token int64, bound time.Duration) bool {
 	ctx, cancel := context.WithTimeout(parent, bound)
 	defer cancel()
-	if _, err := b.deleteEntry(ctx, e, token); err != nil {
+	rev, err := b.deleteEntry(ctx, e, token)
+	if err != nil {
 		return false
 	}
 	b.reg.forget(e)
+	if token == 0 {
+		keys := e.keys
+		if keys == nil {
+			keys = []string{e.key}
+		}
+		for _, k := range keys {
+			b.watchStray(e, k, rev+1)
+		}
+	}
 	return true
 }
 
@@ -182,4 +197,67 @@ func (b *Backend) removeUntilGone(e *entry, token int64, now bool) {
 // or the Backend is closed, which it does not hold up.
 func (b *Backend) abandon(e *entry, token int64) {
 	b.spawn(func() { b.removeUntilGone(e, token, true) })
+}
+
+// Strays. An Acquire whose create got no answer cannot know whether etcd
+// will still apply it: its cleanup deletes the claim by name (discard),
+// and the create may arrive after that delete. The claim it makes then is
+// bound to our live lease and blocks its key for as long as the lease is
+// kept alive, which the Backend's other claims on it may do for ever. So
+// once the cleanup's delete has succeeded, each key of the name, which
+// stays taken (keepName), is watched on the mux from the revision after
+// that delete, and a claim created there is deleted. The name is kept, so
+// no acquisition of this Backend uses it: whatever appears under it is a
+// stray of ours. The watches last until the entry is forgotten with its
+// lease (registry.forgetLease) or the Backend is closed.
+
+// strayWatch is the target of the watch of key, one key of e's kept name.
+type strayWatch struct {
+	b   *Backend
+	e   *entry
+	key string
+}
+
+// watchStray watches key, one key of e's kept name, for a claim created
+// there at revision from or later, unless e has been forgotten.
+func (b *Backend) watchStray(e *entry, key string, from int64) {
+	// Created at from itself, not at etcd's current revision (keyWatch.now):
+	// the key is absent at from-1, which the read that closes the gap of a
+	// watch created at the current revision would report as an event every
+	// time. etcd may deliver an event up to 100ms late; a stray can wait.
+	b.reg.keepWatch(e, &keyWatch{key: key, from: from, puts: true, target: &strayWatch{b: b, e: e, key: key}})
+}
+
+// keyDeleted implements watchTarget: the key's first event from the watch's
+// resume revision on is at rev (a claim created there, or deleted), or,
+// after a compaction, a read at rev found a claim there or none. The mux
+// calls it on a goroutine that must not send, so the sweep is spawned, as
+// abandon's work is.
+func (s *strayWatch) keyDeleted(rev int64) {
+	s.b.spawn(func() { s.b.sweep(s.e, s.key, rev) })
+}
+
+// watchFailed implements watchTarget: the key is left unwatched, and a
+// stray there blocks it until the lease ends.
+func (s *strayWatch) watchFailed(error) {}
+
+// sweep deletes the claim under key, one key of e's kept name, if it was
+// created at or before revision rev, trying with backoff until it succeeds
+// or the Backend is closed, and then watches key again from rev+1. A claim
+// created after rev is left alone, for the watch to report. That watch
+// also reports this delete, whose sweep then finds nothing to delete.
+func (b *Backend) sweep(e *entry, key string, rev int64) {
+	seen := clientv3.Compare(clientv3.CreateRevision(key), "<", rev+1)
+	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
+		ctx, cancel := context.WithTimeout(b.ctx, cleanupTimeout)
+		_, err := b.cli.Txn(ctx).If(seen).Then(clientv3.OpDelete(key)).Commit()
+		cancel()
+		if err == nil {
+			b.watchStray(e, key, rev+1)
+			return
+		}
+		if !sleep(b.ctx, backoff) {
+			return
+		}
+	}
 }
