@@ -30,7 +30,8 @@ import (
 // earlier claim under the reused name leaves the current one alone.
 func TestNamesReusedAcrossAcquisitions(t *testing.T) {
 	prefix := uniquePrefix(t)
-	b, cli := newBackend(t, shared, prefix)
+	var wl watchLog
+	b, cli := newBackend(t, shared, prefix, wl.configure)
 	other, _ := newBackend(t, shared, prefix)
 	l := grant(t, b, 30*time.Second)
 	lo := grant(t, other, 30*time.Second)
@@ -60,8 +61,15 @@ func TestNamesReusedAcrossAcquisitions(t *testing.T) {
 		// A wait behind another Backend's holder, cancelled.
 		h := acquire(t, other, request("k", lo, "other"))
 		ctx, cancel := context.WithCancel(context.Background())
+		sent := len(wl.since(0))
 		w := start(ctx, b, request("k", l, "cancelled"))
-		awaitCount(t, cli, dir, 2)
+		// Cancel once the waiter watches the holder, which it does only
+		// after the enqueue's reply: cancelled with the reply still on
+		// its way, the claim's outcome would be unknown to b, and its
+		// name rightly kept until the lease ends.
+		wl.await(t, "the waiter's watch of the holder", func(creates []*pb.WatchCreateRequest) bool {
+			return slices.ContainsFunc(creates[sent:], func(cr *pb.WatchCreateRequest) bool { return string(cr.Key) == dir+h.ID })
+		})
 		cancel()
 		if res := await(t, w, "cancelled wait"); !errors.Is(res.err, context.Canceled) {
 			t.Fatalf("cycle %d: cancelled wait: %v, want context.Canceled", i, res.err)
