@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/ash-lock/ashlock"
 )
 
@@ -97,6 +100,32 @@ func TestBadInputIsRefusedWithSentinel(t *testing.T) {
 					t.Errorf("after refused calls Inspect(%s) = %+v, %v; want free", key, info, err)
 				}
 			}
+		})
+	}
+}
+
+// TestBadPermitsReportTheNumberGiven: the sentinel rows above check only
+// errors.Is; this checks that a refused WithPermits names the number the
+// caller passed, not a clamped or sentinel stand-in for it.
+func TestBadPermitsReportTheNumberGiven(t *testing.T) {
+	tests := []struct {
+		name  string
+		build func(c *ashlock.LockClient) *ashlock.LockBuilder
+		want  string
+	}{
+		{"zero permits", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.Lock("k").WithPermits(0) }, "0 permits, not in 1..1024"},
+		{"negative permits", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.Lock("k").WithPermits(-3) }, "-3 permits, not in 1..1024"},
+		{"1025 permits", func(c *ashlock.LockClient) *ashlock.LockBuilder { return c.Lock("k").WithPermits(1025) }, "1025 permits, not in 1..1024"},
+		{"LockAll with negative permits", func(c *ashlock.LockClient) *ashlock.LockBuilder {
+			return c.LockAll("k", "j").WithPermits(-3)
+		}, "-3 permits, not in 1..1024"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newClient(t, ashlock.LockConfig{}, nil)
+			_, err := tt.build(c).TryAcquire(testCtx(t))
+			require.ErrorIs(t, err, ashlock.ErrInvalidConfig)
+			assert.Contains(t, err.Error(), ": "+tt.want)
 		})
 	}
 }

@@ -30,12 +30,13 @@ type LockBuilder struct {
 	all         bool     // made by LockAll
 	owner       string
 	value       []byte
-	permits     int // 0: not set (one)
+	permits     int // as given to WithPermits; 0 when not set (one)
 	shared      bool
 	ttl         time.Duration
 	interval    time.Duration
 	ttlSet      bool
 	intervalSet bool
+	permitsSet  bool
 	fair        bool
 }
 
@@ -100,10 +101,7 @@ func (b *LockBuilder) Shared() *LockBuilder {
 // fails with ErrPermitMismatch and leaves nothing behind.
 func (b *LockBuilder) WithPermits(n int) *LockBuilder {
 	nb := *b
-	nb.permits = n
-	if n == 0 {
-		nb.permits = -1 // set, and invalid: 0 means "not set" in the struct
-	}
+	nb.permits, nb.permitsSet = n, true
 	return &nb
 }
 
@@ -136,8 +134,8 @@ func (b *LockBuilder) settings() (ttl, interval time.Duration, err error) {
 		}
 	}
 	switch {
-	case b.permits < 0 || b.permits > backend.MaxPermits:
-		errs = append(errs, fmt.Errorf("%w: %d permits, not in 1..%d", ErrInvalidConfig, max(b.permits, 0), backend.MaxPermits))
+	case b.permitsSet && (b.permits < 1 || b.permits > backend.MaxPermits):
+		errs = append(errs, fmt.Errorf("%w: %d permits, not in 1..%d", ErrInvalidConfig, b.permits, backend.MaxPermits))
 	case b.shared && b.permits > 1:
 		errs = append(errs, fmt.Errorf("%w: a shared lock with %d permits", ErrInvalidConfig, b.permits))
 	}
