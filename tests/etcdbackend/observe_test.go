@@ -3,11 +3,13 @@ package etcdbackend_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/ash-lock/ashlock/backend"
 	"github.com/ash-lock/ashlock/backend/etcd"
@@ -69,11 +71,11 @@ func held(c backend.Claim, v string) string { return fmt.Sprintf("%d=%s;", c.Tok
 
 // restartSetup runs an observer whose client reaches member 0 only, in a
 // 3-member cluster, and a writer on the other two members.
-func restartSetup(t *testing.T) (c *etcdtest.Cluster, w *etcd.Backend, wcli *clientv3.Client, o *observer) {
+func restartSetup(t *testing.T, configure ...func(*clientv3.Config)) (c *etcdtest.Cluster, w *etcd.Backend, wcli *clientv3.Client, o *observer) {
 	c = etcdtest.StartCluster(t, 3)
 	prefix := uniquePrefix(t)
 	eps := c.Endpoints()
-	a, _ := newBackend(t, c, prefix, func(cfg *clientv3.Config) { cfg.Endpoints = eps[:1] })
+	a, _ := newBackend(t, c, prefix, append(configure, func(cfg *clientv3.Config) { cfg.Endpoints = eps[:1] })...)
 	w, wcli = newBackend(t, c, prefix, func(cfg *clientv3.Config) { cfg.Endpoints = eps[1:] })
 	ctx, cancel := context.WithCancel(context.Background())
 	o = startObserver(ctx, a, "k")
@@ -106,7 +108,8 @@ func TestObserveResumesAfterMemberRestart(t *testing.T) {
 // The same, but the store is compacted past the revision the observer
 // last saw: it resynchronises with one read and goes on.
 func TestObserveResyncsAfterCompaction(t *testing.T) {
-	c, w, wcli, o := restartSetup(t)
+	var reads answeredReads
+	c, w, wcli, o := restartSetup(t, reads.configure)
 	l := grant(t, w, 30*time.Second)
 	x := acquire(t, w, valued(request("k", l, "X"), "x"))
 	o.expect(t, waitBound, held(x, "x"))
@@ -119,9 +122,11 @@ func TestObserveResyncsAfterCompaction(t *testing.T) {
 	require.NoError(t, err)
 	_, err = wcli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical())
 	require.NoError(t, err)
+	before := reads.n.Load()
 	c.RestartMemberT(t, 0)
 
 	o.expect(t, 3*waitBound, held(y, "y"))
+	require.Equal(t, int64(1), reads.n.Load()-before, "reads etcd answered the observer between the restart and its resynchronised state")
 	require.NoError(t, w.SetValue(testCtx(t, waitBound), y, []byte("y2")))
 	o.expect(t, waitBound, held(y, "y2"))
 	require.NoError(t, w.Release(testCtx(t, waitBound), y))
@@ -178,4 +183,20 @@ func TestObserveResumesAfterLeaderLoss(t *testing.T) {
 	o.expect(t, 3*waitBound, "free", held(y, "y"))
 	require.NoError(t, w.Release(testCtx(t, waitBound), y))
 	o.expect(t, waitBound, "free")
+}
+
+// answeredReads counts, through a gRPC interceptor on one client, the
+// unary requests etcd answered: an observer sends none but the reads that
+// resynchronise it.
+type answeredReads struct{ n atomic.Int64 }
+
+func (r *answeredReads) configure(cfg *clientv3.Config) {
+	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(
+		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			if err == nil {
+				r.n.Add(1)
+			}
+			return err
+		}))
 }
