@@ -194,3 +194,50 @@ func (w *watchLog) await(t testing.TB, what string, ok func([]*pb.WatchCreateReq
 		}
 	}
 }
+
+// next returns how many creates have been sent so far: the since to pass
+// to awaitKeyWatches, taken before starting what is to create the watches.
+func (w *watchLog) next() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.creates)
+}
+
+// awaitKeyWatches waits up to waitBound until n watches of key alone have
+// been created since the since-th create, and returns how many creates
+// there were then.
+//
+// A waiter creates its watch of the claim it waits behind only once its
+// enqueue's reply is in and it has decided to wait, so that create tells
+// that it has settled. The same create request is sent by other watches
+// of key, which n must count: a claim's own loss watch, which a holder
+// starts holdDelay (5 ms) after it is handed out and a waiter once it has
+// waited for a second.
+func (w *watchLog) awaitKeyWatches(t testing.TB, what string, since int, key string, n int) int {
+	t.Helper()
+	return w.await(t, what, func(creates []*pb.WatchCreateRequest) bool {
+		return countCreates(creates[since:], func(cr *pb.WatchCreateRequest) bool { return watchesKey(cr, key) }) >= n
+	})
+}
+
+// countCreates counts the creates for which ok holds.
+func countCreates(creates []*pb.WatchCreateRequest, ok func(*pb.WatchCreateRequest) bool) int {
+	n := 0
+	for _, cr := range creates {
+		if ok(cr) {
+			n++
+		}
+	}
+	return n
+}
+
+// watchesKey reports whether cr watches key alone.
+func watchesKey(cr *pb.WatchCreateRequest, key string) bool {
+	return string(cr.Key) == key && len(cr.RangeEnd) == 0
+}
+
+// watchesDir reports whether cr watches the queue directory dir: a
+// counted claim's first waiter watches its holders so.
+func watchesDir(cr *pb.WatchCreateRequest, dir string) bool {
+	return string(cr.Key) == dir && len(cr.RangeEnd) > 0
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ash-lock/ashlock/backend"
@@ -42,8 +43,10 @@ func release(t testing.TB, b backend.Backend, c backend.Claim) {
 // readers never starve a writer).
 func TestSharedReadersHoldTogether(t *testing.T) {
 	prefix := uniquePrefix(t)
-	b, cli := newBackend(t, shared, prefix)
+	var wl watchLog
+	b, cli := newBackend(t, shared, prefix, wl.configure)
 	l := grant(t, b, 30*time.Second)
+	since := wl.next()
 	var readers []backend.Claim
 	for i := range 3 {
 		c := acquire(t, b, sharedReq("k", l, fmt.Sprintf("r%d", i)))
@@ -65,7 +68,12 @@ func TestSharedReadersHoldTogether(t *testing.T) {
 	awaitCount(t, cli, prefix+"claims/k/", 4)
 	late := start(ctx, b, sharedReq("k", l, "late"))
 	awaitCount(t, cli, prefix+"claims/k/", 5)
-	time.Sleep(50 * time.Millisecond)
+	// Both have settled: the writer watches the newest reader's claim
+	// (as that reader's own loss watch does), the late reader the
+	// writer's.
+	writerKey := claimsByAge(t, cli, prefix+"claims/k/")[3]
+	wl.awaitKeyWatches(t, "the writer's watch of the newest reader", since, b.ClaimKey(readers[2]), 2)
+	wl.awaitKeyWatches(t, "the late reader's watch of the writer", since, writerKey, 1)
 	notYet(t, writer, "writer behind readers")
 	notYet(t, late, "reader behind a writer")
 	info, err = b.Inspect(testCtx(t, waitBound), "k")
@@ -79,6 +87,10 @@ func TestSharedReadersHoldTogether(t *testing.T) {
 	}
 	w := await(t, writer, "writer")
 	require.NoError(t, w.err)
+	// A grace window, not a wait for an event: nothing reaches the late
+	// reader here (its watch is of the writer's claim, which stays), so
+	// there is nothing to wait on; 50 ms give a wrong admission time to
+	// show.
 	time.Sleep(50 * time.Millisecond)
 	notYet(t, late, "reader behind the holding writer")
 	release(t, b, w.claim)
@@ -94,9 +106,11 @@ func TestSharedReadersHoldTogether(t *testing.T) {
 func TestWriterReleaseWakesReaders(t *testing.T) {
 	prefix := uniquePrefix(t)
 	var wc watchCounter
-	b, cli := newBackend(t, shared, prefix, wc.configure)
+	var wl watchLog
+	b, cli := newBackend(t, shared, prefix, wc.configure, wl.configure)
 	l := grant(t, b, 30*time.Second)
 	dir := prefix + "claims/k/"
+	since := wl.next()
 	w := acquire(t, b, request("k", l, "w1"))
 	ctx := testCtx(t, waitBound)
 	const readers = 5
@@ -109,7 +123,15 @@ func TestWriterReleaseWakesReaders(t *testing.T) {
 	awaitCount(t, cli, dir, readers+2)
 	after := start(ctx, b, sharedReq("k", l, "after"))
 	awaitCount(t, cli, dir, readers+3)
-	time.Sleep(50 * time.Millisecond)
+	// Every waiter has settled on its watch of the claim just ahead of
+	// it: each reader on the first writer's (as that writer's own loss
+	// watch is), the second writer on the last reader's, the last reader
+	// on the second writer's.
+	claims := claimsByAge(t, cli, dir)
+	require.Len(t, claims, readers+3)
+	wl.awaitKeyWatches(t, "the readers' watches of the first writer", since, b.ClaimKey(w), readers+1)
+	wl.awaitKeyWatches(t, "the second writer's watch of the last reader", since, claims[readers], 1)
+	wl.awaitKeyWatches(t, "the last reader's watch of the second writer", since, claims[readers+1], 1)
 	checks, events := wc.checks(), wc.events.Load()
 	release(t, b, w)
 	var got []backend.Claim
@@ -122,6 +144,10 @@ func TestWriterReleaseWakesReaders(t *testing.T) {
 	// loss watches are left out, see checks); one event per reader.
 	assert.LessOrEqual(t, wc.checks()-checks, int64(1+readers), "requests")
 	assert.LessOrEqual(t, wc.events.Load()-events, int64(readers), "watch events")
+	// A grace window, not a wait for an event: nothing reaches the second
+	// writer or the last reader here (their watches are of claims that
+	// stay), so there is nothing to wait on; 50 ms give a wrong admission
+	// time to show.
 	time.Sleep(50 * time.Millisecond)
 	notYet(t, w2, "second writer")
 	notYet(t, after, "reader behind the second writer")
@@ -179,7 +205,7 @@ func TestCountedPermits(t *testing.T) {
 				holding[c.Permit], last[c.Permit] = c.Token, c.Token
 				maxHeld = max(maxHeld, len(holding))
 				mu.Unlock()
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // the scenario: hold a while, so that holders overlap
 				mu.Lock()
 				delete(holding, c.Permit)
 				mu.Unlock()
@@ -206,7 +232,8 @@ func TestCountedAdmissionCost(t *testing.T) {
 		t.Run(fmt.Sprint(waiters), func(t *testing.T) {
 			prefix := uniquePrefix(t)
 			var wc watchCounter
-			b, cli := newBackend(t, shared, prefix, wc.configure)
+			var wl watchLog
+			b, cli := newBackend(t, shared, prefix, wc.configure, wl.configure)
 			l := grant(t, b, 30*time.Second)
 			dir := prefix + "claims/k/"
 			const n = 2
@@ -217,14 +244,38 @@ func TestCountedAdmissionCost(t *testing.T) {
 				holders = append(holders, c)
 			}
 			chs := queueCounted(testCtx(t, waitBound), t, b, cli, dir, l, n, waiters)
-			time.Sleep(100 * time.Millisecond)
+			claims := claimsByAge(t, cli, dir)
+			require.Len(t, claims, n+waiters)
+			// Every waiter has settled: after its enqueue it read the
+			// queue (a check) and watches, the first one the directory
+			// for its holders' deletes, each other one the claim just
+			// ahead of it for its permit's record (with puts, which a
+			// loss watch is not).
+			settled := wl.await(t, "the waiters' watches", func(creates []*pb.WatchCreateRequest) bool {
+				if countCreates(creates, func(cr *pb.WatchCreateRequest) bool { return watchesDir(cr, dir) }) == 0 {
+					return false
+				}
+				for _, ahead := range claims[n : n+waiters-1] {
+					if countCreates(creates, func(cr *pb.WatchCreateRequest) bool {
+						return watchesKey(cr, ahead) && len(cr.Filters) == 0
+					}) == 0 {
+						return false
+					}
+				}
+				return true
+			})
 			checks, events := wc.checks(), wc.events.Load()
 			release(t, b, holders[1])
 			r := await(t, chs[0], "first waiter")
 			require.NoError(t, r.err)
 			assert.Equal(t, 1, r.claim.Permit)
 			assert.Greater(t, r.claim.Token, holders[1].Token)
-			time.Sleep(100 * time.Millisecond) // the next waiter settles
+			// The next waiter settles: woken by the first one's permit
+			// record, it reads the queue and, first now, watches the
+			// directory.
+			wl.await(t, "the second waiter's directory watch", func(creates []*pb.WatchCreateRequest) bool {
+				return countCreates(creates[settled:], func(cr *pb.WatchCreateRequest) bool { return watchesDir(cr, dir) }) > 0
+			})
 			notYet(t, chs[1], "second waiter")
 			// The release; the first waiter's check and permit Txns; the
 			// second waiter's check (reads that start loss watches are
@@ -289,7 +340,8 @@ func TestPermitMismatch(t *testing.T) {
 // A cancelled waiter of every kind leaves nothing behind.
 func TestCancelledWaitersLeaveNothing(t *testing.T) {
 	prefix := uniquePrefix(t)
-	b, cli := newBackend(t, shared, prefix)
+	var wl watchLog
+	b, cli := newBackend(t, shared, prefix, wl.configure)
 	l := grant(t, b, 30*time.Second)
 	for _, tc := range []struct {
 		name         string
@@ -310,6 +362,7 @@ func TestCancelledWaitersLeaveNothing(t *testing.T) {
 		}()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			since := wl.next()
 			h := acquire(t, b, tc.holder)
 			if tc.holder.Permits == 2 {
 				h2 := acquire(t, b, tc.holder)
@@ -318,7 +371,17 @@ func TestCancelledWaitersLeaveNothing(t *testing.T) {
 			before := len(keys(t, cli, prefix))
 			ctx, cancel := context.WithCancel(context.Background())
 			ch := start(ctx, b, tc.wait)
-			time.Sleep(100 * time.Millisecond)
+			// The waiter has settled: it watches what it waits for, the
+			// holder's claim (as the holder's own loss watch does), or for
+			// the counted one, first behind its holders, the directory.
+			if tc.holder.Permits == 2 {
+				dir := prefix + "claims/" + tc.holder.Key + "/"
+				wl.await(t, "the waiter's directory watch", func(creates []*pb.WatchCreateRequest) bool {
+					return countCreates(creates[since:], func(cr *pb.WatchCreateRequest) bool { return watchesDir(cr, dir) }) > 0
+				})
+			} else {
+				wl.awaitKeyWatches(t, "the waiter's watch of the holder", since, b.ClaimKey(h), 2)
+			}
 			notYet(t, ch, "waiter")
 			cancel()
 			r := await(t, ch, "cancelled waiter")
@@ -334,7 +397,8 @@ func TestCancelledWaitersLeaveNothing(t *testing.T) {
 func TestMultiKeyOneTxn(t *testing.T) {
 	prefix := uniquePrefix(t)
 	var wc watchCounter
-	b, cli := newBackend(t, shared, prefix, wc.configure)
+	var wl watchLog
+	b, cli := newBackend(t, shared, prefix, wc.configure, wl.configure)
 	l := grant(t, b, 30*time.Second)
 	all := make([]string, backend.MaxKeys)
 	for i := range all {
@@ -370,6 +434,7 @@ func TestMultiKeyOneTxn(t *testing.T) {
 	// Contended, stamped, and not queued, at the limit of etcd's default
 	// max-txn-ops.
 	for i, shared := range []bool{false, true} {
+		since := wl.next()
 		h := acquire(t, b, request(all[40], l, "h"))
 		req := request(all[0], l, "all")
 		req.Keys, req.Shared = all, shared
@@ -377,7 +442,10 @@ func TestMultiKeyOneTxn(t *testing.T) {
 			return backend.Timestamp{WallTime: prev.WallTime + 1}, nil
 		}
 		ch := start(testCtx(t, waitBound), b, req)
-		time.Sleep(50 * time.Millisecond)
+		// It has settled: holding every other key since its enqueue, it
+		// watches the holder's claim at all[40] (as the holder's own loss
+		// watch does).
+		wl.awaitKeyWatches(t, "the multi-key claim's watch of the holder", since, b.ClaimKey(h), 2)
 		notYet(t, ch, "multi behind a holder")
 		release(t, b, h)
 		r := await(t, ch, "multi")
@@ -445,7 +513,7 @@ func TestMultiKeyNoDeadlock(t *testing.T) {
 					held[k] = true
 				}
 				mu.Unlock()
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // the scenario: hold a while, so that holders overlap
 				mu.Lock()
 				for _, k := range keys {
 					held[k] = false
@@ -506,7 +574,8 @@ func TestSetValue(t *testing.T) {
 // and otherwise leaves nothing behind.
 func TestTryAcquireKinds(t *testing.T) {
 	prefix := uniquePrefix(t)
-	b, cli := newBackend(t, shared, prefix)
+	var wl watchLog
+	b, cli := newBackend(t, shared, prefix, wl.configure)
 	l := grant(t, b, 30*time.Second)
 	try := func(r backend.AcquireRequest) (backend.Claim, error) {
 		r.Wait = false
@@ -541,6 +610,7 @@ func TestTryAcquireKinds(t *testing.T) {
 		release(t, b, c)
 	}
 	// A counted request that does not queue waits for a permit.
+	since := wl.next()
 	full := make([]backend.Claim, 2)
 	for i := range full {
 		full[i] = acquire(t, b, countedReq("f", l, "f", 2))
@@ -548,7 +618,11 @@ func TestTryAcquireKinds(t *testing.T) {
 	nf := countedReq("f", l, "nf", 2)
 	nf.Fair = false
 	ch := start(testCtx(t, waitBound), b, nf)
-	time.Sleep(50 * time.Millisecond)
+	// It has settled: it watches both holders' claims (as their own loss
+	// watches do).
+	for _, c := range full {
+		wl.awaitKeyWatches(t, "the unfair counted request's watch of a holder", since, b.ClaimKey(c), 2)
+	}
 	notYet(t, ch, "unfair counted")
 	release(t, b, full[0])
 	r := await(t, ch, "unfair counted")
@@ -561,14 +635,18 @@ func TestTryAcquireKinds(t *testing.T) {
 // The loss of a multi-key claim at any one key is reported once.
 func TestMultiKeyLoss(t *testing.T) {
 	prefix := uniquePrefix(t)
-	b, cli := newBackend(t, shared, prefix)
+	var wl watchLog
+	b, cli := newBackend(t, shared, prefix, wl.configure)
 	l := grant(t, b, 30*time.Second)
 	lost := make(chan error, 2)
 	req := request("a", l, "m")
 	req.Keys = []string{"a", "b", "c"}
 	req.OnLost = backend.LossFunc(func(err error) { lost <- err })
+	since := wl.next()
 	c := acquire(t, b, req)
-	time.Sleep(50 * time.Millisecond) // its watches start
+	for _, k := range req.Keys { // its loss watches start, one per key
+		wl.awaitKeyWatches(t, "the claim's loss watch at "+k, since, prefix+"claims/"+k+"/"+c.ID, 1)
+	}
 	_, err := cli.Delete(testCtx(t, waitBound), prefix+"claims/b/"+c.ID)
 	require.NoError(t, err)
 	select {
@@ -579,6 +657,8 @@ func TestMultiKeyLoss(t *testing.T) {
 	}
 	_, err = cli.Delete(testCtx(t, waitBound), prefix+"claims/c/"+c.ID)
 	require.NoError(t, err)
+	// A grace window, not a wait for an event: a second report must not
+	// come, so there is nothing to wait on; 50 ms give it time to show.
 	time.Sleep(50 * time.Millisecond)
 	select {
 	case err := <-lost:
