@@ -19,7 +19,8 @@ func TestObservesShareOneWatchStream(t *testing.T) {
 	const n, keys = 20, 4
 	prefix := uniquePrefix(t)
 	var wc watchCounter
-	b, _ := newBackend(t, shared, prefix, wc.configure)
+	var wl watchLog
+	b, _ := newBackend(t, shared, prefix, wc.configure, wl.configure)
 	ctx, cancel := context.WithCancel(context.Background())
 	obs := make([]*observer, n)
 	for i := range obs {
@@ -36,6 +37,7 @@ func TestObservesShareOneWatchStream(t *testing.T) {
 	}
 
 	l := grant(t, b, 30*time.Second)
+	since := wl.next()
 	claims := make([]backend.Claim, keys)
 	for k := range claims {
 		claims[k] = acquire(t, b, valued(request(fmt.Sprintf("k%d", k), l, "H"), "v"))
@@ -43,9 +45,11 @@ func TestObservesShareOneWatchStream(t *testing.T) {
 	for i, o := range obs {
 		o.expect(t, waitBound, held(claims[i%keys], "v"))
 	}
-	// Held long enough for the claims' loss watches to start, on the
-	// same stream.
-	time.Sleep(50 * time.Millisecond)
+	// Held until the claims' loss watches have started, on the same
+	// stream.
+	for _, c := range claims {
+		wl.awaitKeyWatches(t, "a claim's loss watch", since, b.ClaimKey(c), 1)
+	}
 	for _, c := range claims {
 		require.NoError(t, b.Release(testCtx(t, waitBound), c))
 	}
