@@ -59,7 +59,7 @@ func TestLockAllAtTheLimits(t *testing.T) {
 				}
 				errc <- err
 			}()
-			waitWaiters(t, c, keys[len(keys)-1], 1)
+			waitWaiters(t, c, prefix, keys[len(keys)-1], 1)
 			require.NoError(t, h.Unlock(ctx))
 			select {
 			case err := <-errc:

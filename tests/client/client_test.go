@@ -103,7 +103,7 @@ func TestCloseLeavesNothingUnderThePrefix(t *testing.T) {
 	// ...and one still waiting when the client closes.
 	errc := make(chan error, 1)
 	go func() { _, err := c.Lock("busy").Acquire(ctx); errc <- err }()
-	waitWaiters(t, holder, "busy", 1)
+	waitWaiters(t, holder, prefix, "busy", 1)
 
 	if err := c.Close(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -124,22 +124,31 @@ func TestCloseLeavesNothingUnderThePrefix(t *testing.T) {
 	}
 }
 
-// waitWaiters blocks until Inspect shows n waiters on key.
-func waitWaiters(t *testing.T, c *ashlock.LockClient, key string, n int) {
+// waitWaiters blocks until Inspect shows n waiters on key of c, whose
+// prefix in the shared etcd is prefix. It reads again after each change
+// under prefix, which it watches rather than polls, for up to waitBound.
+func waitWaiters(t *testing.T, c *ashlock.LockClient, prefix, key string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(waitBound)
+	cli := shared.Client(t, nil)
+	ctx := testCtx(t)
 	for {
-		info, err := c.Inspect(testCtx(t), key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		// Inspect reads at this revision or later; the watch replays
+		// every change after it.
+		resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		require.NoError(t, err)
+		info, err := c.Inspect(ctx, key)
+		require.NoError(t, err)
 		if len(info.Waiters) == n {
 			return
 		}
-		if time.Now().After(deadline) {
+		wctx, cancel := context.WithCancel(ctx)
+		select {
+		case <-cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)):
+		case <-ctx.Done():
+			cancel()
 			t.Fatalf("%d waiters on %q after %v, want %d", len(info.Waiters), key, waitBound, n)
 		}
-		time.Sleep(5 * time.Millisecond) // polling Inspect: there is no event to wait on
+		cancel()
 	}
 }
 

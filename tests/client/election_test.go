@@ -226,7 +226,7 @@ func TestElectionObserveOnEtcd(t *testing.T) {
 		assert.NoError(t, err)
 		won <- g
 	}()
-	waitWaiters(t, c, "e", 1)
+	waitWaiters(t, c, prefix, "e", 1)
 	require.NoError(t, ga.Unlock(ctx))
 	gb := <-won
 	tb, _ := gb.FencingToken()
