@@ -1,6 +1,10 @@
 package etcdtest
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+	"reflect"
+)
 
 // Leader returns the index of the running member that is leader in its own
 // eyes and in the eyes of at least one other running member, or -1 while
@@ -23,6 +27,43 @@ func (c *Cluster) Leader() int {
 		}
 	}
 	return -1
+}
+
+// AwaitLeader waits until Leader returns a member for which ok holds, and
+// returns it, or returns an error once ctx ends. It checks again each time
+// a running member learns of a new leader (etcd's leader-change
+// notification), rather than polling. A member started during the wait is
+// heard from only once another change has woken it.
+func (c *Cluster) AwaitLeader(ctx context.Context, ok func(int) bool) (int, error) {
+	for {
+		// Taken before the check, so that no change after it is missed.
+		changed := c.leaderChanges()
+		i := c.Leader()
+		if i >= 0 && ok(i) {
+			return i, nil
+		}
+		cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())}}
+		for _, ch := range changed {
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
+		}
+		if chosen, _, _ := reflect.Select(cases); chosen == 0 {
+			return -1, fmt.Errorf("etcdtest: leader %d does not qualify: %w", i, ctx.Err())
+		}
+	}
+}
+
+// leaderChanges returns, per running member, a channel closed when it next
+// learns of a new leader.
+func (c *Cluster) leaderChanges() []<-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []<-chan struct{}
+	for _, m := range c.members {
+		if m.etcd != nil {
+			out = append(out, m.etcd.Server.LeaderChangedNotify())
+		}
+	}
+	return out
 }
 
 // Partition cuts running member i off from every other running member:
