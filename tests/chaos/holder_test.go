@@ -108,7 +108,7 @@ func (h *holder) believe(a *acquisition, t int64) {
 // recorded at t means the holder believed it held the lock at t or later.
 // After Done closes one more check is made: it must fail.
 func (h *holder) probe(hd held, a *acquisition, stop <-chan struct{}, stopped chan<- struct{}) {
-	probeLoop(hd, probeEvery, stop, stopped, func(doneSeen bool) bool {
+	probeLoop(hd.done(), probeEvery, stop, stopped, func(doneSeen bool) bool {
 		at := h.clk.now()
 		ok := hd.valid()
 		if ok {
@@ -128,9 +128,10 @@ func (h *holder) probe(hd held, a *acquisition, stop <-chan struct{}, stopped ch
 }
 
 // probeLoop calls check every `every` until stop closes or check returns
-// false, and once more (with doneSeen set) as soon as hd's Done has
-// closed; it closes stopped when it returns.
-func probeLoop(hd held, every time.Duration, stop <-chan struct{}, stopped chan<- struct{}, check func(doneSeen bool) bool) {
+// false, and once more (with doneSeen set) as soon as done has closed (a
+// guard's Done, or an election term's context's; nil never closes); it
+// closes stopped when it returns.
+func probeLoop(done <-chan struct{}, every time.Duration, stop <-chan struct{}, stopped chan<- struct{}, check func(doneSeen bool) bool) {
 	defer close(stopped)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -142,7 +143,7 @@ func probeLoop(hd held, every time.Duration, stop <-chan struct{}, stopped chan<
 		select {
 		case <-stop:
 			return
-		case <-hd.done():
+		case <-done:
 			doneSeen = true
 		case <-t.C:
 		}

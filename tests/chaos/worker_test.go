@@ -202,22 +202,31 @@ func (w *worker) run(ctx context.Context) {
 	}
 }
 
-// check is a check of the guard timed on the parent's clock: the parent
-// takes the time before it answers the probe, and the guard is checked
-// only after the answer, so a success reported means the child believed
-// it held the lock at that time or later. A check made after Done was
-// seen closed is reported as such: it must fail.
+// check is a check of the guard timed on the parent's clock (see
+// timedCheck). A check made after Done was seen closed is reported as
+// such: it must fail.
 func (w *worker) check(hd held) (bool, error) {
+	return w.timedCheck(func() (bool, string) {
+		doneSeen := closed(hd.done())
+		ok := hd.valid()
+		if doneSeen {
+			return ok, probeAfterDone
+		}
+		return ok, ""
+	})
+}
+
+// timedCheck makes one check of the child's belief timed on the parent's
+// clock: the parent takes the time before it answers the probe, and check
+// runs only after the answer, so a success reported means the child
+// believed at that time or later. check returns the outcome and the kind
+// of the "probed" message that reports it.
+func (w *worker) timedCheck(check func() (ok bool, kind string)) (bool, error) {
 	g, err := w.call(message{T: "probe"})
 	if err != nil {
 		return false, err
 	}
-	doneSeen := closed(hd.done())
-	ok := hd.valid()
-	kind := ""
-	if doneSeen {
-		kind = probeAfterDone
-	}
+	ok, kind := check()
 	return ok, w.io.send(message{T: "probed", ID: g.ID, OK: ok, Kind: kind})
 }
 
@@ -225,7 +234,7 @@ func (w *worker) check(hd held) (bool, error) {
 // childProbeEvery until stop closes or a check fails, and makes one more
 // check once Done has closed.
 func (w *worker) probe(hd held, stop <-chan struct{}, stopped chan<- struct{}) {
-	probeLoop(hd, childProbeEvery, stop, stopped, func(bool) bool {
+	probeLoop(hd.done(), childProbeEvery, stop, stopped, func(bool) bool {
 		ok, err := w.check(hd)
 		return err == nil && ok
 	})
