@@ -25,9 +25,10 @@ var allFaults = []faultKind{faultLeaderKill, faultPartition, faultBlackhole, fau
 // against the fenced-register model (both of the mutex workload, each
 // permit's, each account's, the election's register), no update lost and
 // the accounts' total unchanged, no overlap in the strict mutex model (per
-// permit and per account too), tokens unique and in order, terms writing
-// in increasing order and every term that wrote observed in order, no
-// claim left, every workload making progress during the faults and after
+// permit and per account too, and over the election's terms: no leader
+// still believing it leads after a later term's lead began), tokens
+// unique and in order, terms writing in increasing order and every term
+// that led observed in order, no claim left, every workload making progress during the faults and after
 // them, and no goroutine left.
 func TestChaos(t *testing.T) {
 	res := run(t, runConfig{

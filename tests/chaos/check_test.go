@@ -56,7 +56,7 @@ func (h *harness) check(t *testing.T, res *runResult, resrc *resource, regHist *
 	}
 	if res.cfg.election > 0 {
 		seen, problems := h.obs.snapshot()
-		res.elect = checkElection(res.cfg.name, h.elReg, h.elAcqs.snapshot(), seen, healed)
+		res.elect = checkElection(res.cfg.name, h.elReg, h.elAcqs.snapshot(), seen, healed, res.cfg.prof.ttl)
 		res.elect.candidates = res.cfg.election
 		res.elect.problems = append(res.elect.problems, problems...)
 	}

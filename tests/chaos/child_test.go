@@ -165,6 +165,11 @@ func (ch *child) serve() {
 				if m.OK && m.Kind == probeAfterDone {
 					a.doneButValid++
 				}
+				if !m.OK && ch.workload == wlElection {
+					// lead's context ended while lead ran: the term was
+					// lost, not resigned (for the closest call).
+					a.lost = true
+				}
 			})
 		case "rread":
 			r := ch.resource(m.Res)

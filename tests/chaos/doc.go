@@ -15,8 +15,9 @@
 // (github.com/anishathalye/porcupine), acknowledged updates against the
 // stores' own records, the accounts' total, the holders' validity
 // intervals against a strict mutex model (per permit and per account for
-// the counted and multi-key locks), and the observed leaders against the
-// terms that wrote.
+// the counted and multi-key locks), the leaders' belief - lead's context
+// alive, probed on this process's clock - against the same model over the
+// terms, and the observed leaders against the terms that led.
 //
 // See RELIABILITY.md at the repository root for how to run, replay and
 // soak the suite, and for the results of the runs made so far. The package

@@ -33,6 +33,15 @@ type electionResult struct {
 	// Late writes (the negative control): made after lead's context had
 	// ended, and admitted by the register.
 	late, lateAdmitted int64
+	// The leaders' belief, probed through lead's context: terms with a
+	// successful probe; terms still believed after a later term's lead
+	// had begun (revoked terms left out); terms whose context ended while
+	// lead ran, and the closest call among them (see closestCall; -1 if
+	// none).
+	probedTerms int
+	twoLeaders  []overlap
+	lostTerms   int
+	closest     time.Duration
 
 	outOfOrder []string // a write by an older term after a newer term's
 	backwards  []string // Observe yielded a term below one it had yielded, or one that had ended
@@ -42,7 +51,7 @@ type electionResult struct {
 }
 
 func (r *electionResult) violations() int {
-	n := r.lost + len(r.outOfOrder) + len(r.backwards) + len(r.missed) + len(r.wrongOwner) + len(r.problems)
+	n := r.lost + len(r.outOfOrder) + len(r.twoLeaders) + len(r.backwards) + len(r.missed) + len(r.wrongOwner) + len(r.problems)
 	if r.check != porcupine.Ok {
 		n++
 	}
@@ -53,18 +62,21 @@ func (r *electionResult) String() string {
 	return fmt.Sprintf("election (%d candidate processes): %d terms led (%d after the faults), %d of them wrote (%d during the faults, %d after); "+
 		"register: %d ops (%d refused by the fence), %d writes applied, %s, %d lost updates (%d acknowledged); "+
 		"late writes %d (%d admitted); writes out of term order: %d; "+
+		"leaders' belief: %d terms probed, %d believed after a later term's lead began (terms lost while leading: %d, closest call %v); "+
 		"observer: %d states, %d terms (%d terms wrote before they were observed, by up to %v); "+
 		"backwards: %d; missed: %d; wrong owner: %d; other problems: %d",
 		r.candidates, r.terms, r.afterFaults, len(r.wrote), r.wroteDuring, r.wroteAfter,
 		r.ops, r.refused, r.writes, r.check, r.lost, r.acked,
 		r.late, r.lateAdmitted, len(r.outOfOrder),
+		r.probedTerms, len(r.twoLeaders), r.lostTerms, r.closest,
 		r.observed, r.observedTerms, r.writeFirst, r.writeLead,
 		len(r.backwards), len(r.missed), len(r.wrongOwner), len(r.problems))
 }
 
 // checkElection runs the election workload's checks: the register's
 // history against the fenced-register model and for lost updates; terms
-// that wrote in increasing order; the observer's stream never backwards,
+// that wrote in increasing order; the leaders' belief against the strict
+// mutex model (see leaderBelief); the observer's stream never backwards,
 // naming the right owners, and containing, in order, every term whose
 // lead was called (written or not: the terms that end before writing are
 // the ones faults cut short).
@@ -75,7 +87,7 @@ func (r *electionResult) String() string {
 // auto-compaction - and a compaction would make the check of the mutex
 // workload's register fail too, which reads etcd's history from the run's
 // first revision.
-func checkElection(name string, reg *resource, acqs []acquisition, seen []observed, healed int64) *electionResult {
+func checkElection(name string, reg *resource, acqs []acquisition, seen []observed, healed int64, ttl time.Duration) *electionResult {
 	res := &electionResult{terms: len(acqs)}
 	record := reg.record()
 	hist := reg.hist.snapshot()
@@ -111,6 +123,7 @@ func checkElection(name string, reg *resource, acqs []acquisition, seen []observ
 		}
 	}
 	res.problems = append(res.problems, tokenAndStampProblems(acqs)...)
+	res.leaderBelief(acqs, ttl)
 
 	res.observed = len(seen)
 	res.backwards = observedBackwards(seen)
@@ -130,6 +143,43 @@ func checkElection(name string, reg *resource, acqs []acquisition, seen []observ
 		}
 	}
 	return res
+}
+
+// leaderBelief holds the leaders' belief to the strict mutex model, as
+// the lock children's is: a term's last successful probe (lead's context
+// not ended, timed by the parent before it let the child check) is a lower
+// bound on the last moment its leader believed it led; a later term's
+// "acq" (sent when its lead was called, timed when the parent got it) an
+// upper bound on when that term began to lead. A term still believed then
+// means two leaders acting at once, whether or not the old one wrote. The
+// exemption is the mutex model's: a term whose lease was revoked (a fault)
+// loses the key before it can know, so it is judged by revokedTooLong
+// instead - it must stop believing within the TTL of the revocation. A
+// check made after the context's Done had closed must fail.
+func (r *electionResult) leaderBelief(acqs []acquisition, ttl time.Duration) {
+	done := 0
+	lost := slices.Clone(acqs) // for the closest call: revoked terms left out
+	for i, a := range acqs {
+		if a.probed {
+			r.probedTerms++
+		}
+		done += a.doneButValid
+		if a.revoked != 0 {
+			lost[i].lost = false
+		}
+	}
+	r.twoLeaders = overlaps(acqs)
+	r.problems = append(r.problems, revokedTooLong(acqs, ttl)...)
+	if done > 0 {
+		r.problems = append(r.problems, fmt.Sprintf("election: %d checks found lead's context alive after its Done had closed", done))
+	}
+	r.lostTerms, r.closest = closestCall(lost)
+}
+
+// leaderOverlap describes an overlap of two terms.
+func leaderOverlap(o overlap) string {
+	return fmt.Sprintf("candidate %d (term %d) still believed it led %v after candidate %d's term %d began leading",
+		o.earlier.holder, o.earlier.token, o.by, o.later.holder, o.later.token)
 }
 
 // writtenTerms returns the terms whose writes the register applied, in
@@ -264,6 +314,13 @@ func requireElectionClean(t interface {
 	}
 	if e.lost != 0 {
 		t.Errorf("election register: %d lost updates (%d acknowledged)", e.lost, e.acked)
+	}
+	for i, o := range e.twoLeaders {
+		if i == 10 {
+			t.Errorf("... and %d more terms believed after a later term's lead began", len(e.twoLeaders)-10)
+			break
+		}
+		t.Errorf("election, strict mutex model: %s", leaderOverlap(o))
 	}
 	for _, group := range [][]string{e.outOfOrder, e.backwards, e.missed, e.wrongOwner, e.problems} {
 		for i, s := range group {

@@ -2,8 +2,10 @@ package chaos
 
 import (
 	"testing"
+	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -65,7 +67,7 @@ func TestElectionCheckCatchesALateLeader(t *testing.T) {
 
 		acqs := []acquisition{{holder: 14, token: 5, returned: 1}, {holder: 15, token: 9, returned: 2}}
 		seen := seenTokens(0, 5, 9)
-		res := checkElection("unit", reg, acqs, seen, clk.now()/2)
+		res := checkElection("unit", reg, acqs, seen, clk.now()/2, ttl)
 		if fenced {
 			require.Equal(t, porcupine.Ok, res.check)
 			require.Zero(t, res.lost)
@@ -80,4 +82,66 @@ func TestElectionCheckCatchesALateLeader(t *testing.T) {
 		require.Empty(t, res.missed)
 		require.Empty(t, res.backwards)
 	}
+}
+
+// A leader that still believes it leads after a later term's lead began -
+// the probes' negative control - must be found by the strict mutex model
+// over the terms whether or not it wrote, with the mutex model's
+// exemption for a revoked term (judged by the TTL instead) and nothing
+// found in a clean history.
+func TestElectionCheckCatchesTwoLeaders(t *testing.T) {
+	clk := newClock()
+	reg := newResource(clk, electionResource, true)
+	// Term 5 writes during the faults, term 9 after: a clean register.
+	v, ok := reg.read(14, 5)
+	require.True(t, ok)
+	require.True(t, reg.write(14, 5, v+1, "c14-1"))
+	healed := clk.now()
+	v, ok = reg.read(15, 9)
+	require.True(t, ok)
+	require.True(t, reg.write(15, 9, v+1, "c15-1"))
+	seen := []observed{{token: 5, owner: "child-14", value: "candidate-14", at: 10}, {token: 9, owner: "child-15", value: "candidate-15", at: 20}}
+	term9 := acquisition{holder: 15, token: 9, returned: 200, believed: 300, probed: true}
+	check := func(term5 acquisition) *electionResult {
+		t.Helper()
+		term5.holder, term5.token, term5.returned = 14, 5, 100
+		res := checkElection("unit", reg, []acquisition{term5, term9}, seen, healed, ttl)
+		require.Equal(t, porcupine.Ok, res.check)
+		require.Empty(t, res.outOfOrder)
+		require.Empty(t, res.missed)
+		require.Empty(t, res.wrongOwner)
+		return res
+	}
+
+	clean := check(acquisition{believed: 150, probed: true, lost: true})
+	assert.Empty(t, clean.twoLeaders)
+	assert.Empty(t, clean.problems)
+	assert.Zero(t, clean.violations())
+	assert.Equal(t, 2, clean.probedTerms)
+	assert.Equal(t, 1, clean.lostTerms)
+	assert.Equal(t, time.Duration(50), clean.closest, "term 5 stopped believing 50ns before term 9 began")
+
+	two := check(acquisition{believed: 250, probed: true})
+	require.Len(t, two.twoLeaders, 1, "term 5 believed after term 9's lead began")
+	assert.Equal(t, uint64(5), two.twoLeaders[0].earlier.token)
+	assert.Equal(t, uint64(9), two.twoLeaders[0].later.token)
+	assert.Equal(t, time.Duration(50), two.twoLeaders[0].by)
+	assert.Contains(t, leaderOverlap(two.twoLeaders[0]), "candidate 14 (term 5) still believed it led 50ns after candidate 15's term 9 began")
+	assert.Empty(t, two.problems)
+	assert.Equal(t, 1, two.violations())
+
+	// Never probed: nothing is known of its belief.
+	assert.Empty(t, check(acquisition{}).twoLeaders)
+
+	// Revoked: the key went at once, so the belief is judged by the TTL.
+	revoked := check(acquisition{believed: 250, probed: true, revoked: 120, lost: true})
+	assert.Empty(t, revoked.twoLeaders)
+	assert.Empty(t, revoked.problems)
+	assert.Equal(t, time.Duration(-1), revoked.closest, "a revoked term is no close call")
+	tooLong := check(acquisition{believed: 120 + int64(ttl) + 1, probed: true, revoked: 120})
+	assert.Empty(t, tooLong.twoLeaders)
+	assert.Len(t, tooLong.problems, 1, "believed past the TTL after the revocation")
+
+	doneButAlive := check(acquisition{believed: 150, probed: true, doneButValid: 1})
+	assert.Len(t, doneButAlive.problems, 1)
 }

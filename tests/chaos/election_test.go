@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -18,7 +19,13 @@ import (
 // change without faults too. An observer in this process (observer_test.go)
 // records every Leader that Election.Observe yields.
 //
-// With workerConfig.Late set (the negative control) a leader whose
+// While lead runs, a prober checks lead's context every childProbeEvery,
+// each check timed on the parent's clock as a lock child's checks of its
+// guard are (a context not ended means "I still lead"), so that every
+// term gets a last moment its leader believed it led, which the checks
+// hold against the next term's start.
+//
+// With workerConfig.Late set (a negative control) a leader whose
 // context ended goes on writing with its old term for that long: exactly
 // what lead's context and the term's token are there to prevent.
 
@@ -37,7 +44,7 @@ func candidateValue(id int) string { return fmt.Sprintf("candidate-%d", id) }
 func (w *worker) runElection(ctx context.Context) {
 	el := w.lib.client.Election(w.cfg.Key).WithOwner(w.lib.owner)
 	value := []byte(candidateValue(w.cfg.ID))
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && !w.stuck {
 		err := el.Run(ctx, value, func(lctx context.Context, term uint64) error {
 			return w.lead(ctx, lctx, term)
 		})
@@ -51,11 +58,31 @@ func (w *worker) runElection(ctx context.Context) {
 }
 
 // lead is the candidate's lead function for term. ctx is the worker's,
-// lctx the term's.
+// lctx the term's. The term is probed from when the parent has been told
+// of it (the parent credits probes to the child's latest "acq") until
+// lead returns.
 func (w *worker) lead(ctx, lctx context.Context, term uint64) error {
 	if err := w.io.send(message{T: "acq", Token: term}); err != nil {
 		return err
 	}
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go w.probeTerm(lctx, stop, stopped)
+	err := w.leadTerm(ctx, lctx, term)
+	close(stop)
+	select {
+	case <-stopped:
+	case <-time.After(2 * callTimeout):
+		// The prober's calls end within callTimeout, so this is a bug
+		// here; the child's exit status tells the parent.
+		w.stuck = true
+		return errors.Join(err, errors.New("the term's prober did not stop"))
+	}
+	return err
+}
+
+// leadTerm is lead's work: steps on the register until the term or the
+// hold ends, then what the negative control adds.
+func (w *worker) leadTerm(ctx, lctx context.Context, term uint64) error {
 	until := time.Now().Add(span{w.cfg.MinHold, w.cfg.MaxHold}.draw(w.rng))
 	for first := true; first || time.Now().Before(until); first = false {
 		if lctx.Err() != nil {
@@ -70,18 +97,39 @@ func (w *worker) lead(ctx, lctx context.Context, term uint64) error {
 			return nil // a newer term has been at the register
 		}
 	}
-	if w.cfg.Late <= 0 || lctx.Err() == nil {
+	if lctx.Err() == nil {
 		return nil
 	}
-	// The negative control: the term is over and this leader does not
-	// care. Bounded by Late and by the worker's own end.
-	lateUntil := time.Now().Add(w.cfg.Late)
-	for time.Now().Before(lateUntil) && ctx.Err() == nil {
-		if _, err := w.electionStep(ctx, term, true); err != nil {
-			return err
+	if w.cfg.Late > 0 {
+		// The negative control: the term is over and this leader does
+		// not care. Bounded by Late and by the worker's own end.
+		lateUntil := time.Now().Add(w.cfg.Late)
+		for time.Now().Before(lateUntil) && ctx.Err() == nil {
+			if _, err := w.electionStep(ctx, term, true); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// probeTerm is a leader's prober: like a lock child's probe, it checks
+// every childProbeEvery, timed on the parent's clock, whether the leader
+// still believes it leads - lctx not ended - until stop closes or a check
+// fails, and once more when lctx's Done has closed (that check must
+// fail).
+func (w *worker) probeTerm(lctx context.Context, stop <-chan struct{}, stopped chan<- struct{}) {
+	probeLoop(lctx.Done(), childProbeEvery, stop, stopped, func(bool) bool {
+		ok, err := w.timedCheck(func() (bool, string) {
+			doneSeen := closed(lctx.Done())
+			ok := lctx.Err() == nil
+			if doneSeen {
+				return ok, probeAfterDone
+			}
+			return ok, ""
+		})
+		return err == nil && ok
+	})
 }
 
 // electionStep is one read-modify-write on the election's register with

@@ -121,8 +121,9 @@ func operations(ops []op) []porcupine.Operation {
 // and when it returned. believed is the time of the last check that found
 // the guard valid (FencingToken succeeded, or the etcd session was not
 // done): read before the check by holders in this process, taken by the
-// parent before it let the check go ahead for children. Election terms are
-// not checked (unset).
+// parent before it let the check go ahead for children. For an election
+// term it is the last probe that found lead's context alive, timed the
+// same way, and returned is when the parent heard that lead was called.
 type acquisition struct {
 	holder   int
 	token    uint64
@@ -132,7 +133,9 @@ type acquisition struct {
 	stampW   int64
 	stampL   uint32
 	hasStamp bool
-	// lost: the holder saw its lock go (a check failed) while it held it.
+	// lost: the holder saw its lock go (a check failed) while it held it;
+	// for an election term, a probe found lead's context ended while lead
+	// ran.
 	lost bool
 	// doneButValid counts checks that found FencingToken succeeding after
 	// Done had been seen closed: a broken guard.

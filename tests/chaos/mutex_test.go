@@ -28,6 +28,11 @@ import (
 // instead it must stop believing within the TTL of the revocation, when
 // its local deadline has surely passed (revokedTooLong). Every holder's
 // acquisitions count as the later one.
+//
+// Election terms are held to the same model (leaderBelief): a term's
+// leader believes while lead's context has not ended, probed by the child
+// as its guard would be, and a term begins when the parent hears that its
+// lead was called.
 
 // overlap is one violation of the strict mutex model.
 type overlap struct {
@@ -84,7 +89,8 @@ func revokedTooLong(acqs []acquisition, ttl time.Duration) []string {
 
 // closestCall returns, over the holders in this process that lost their
 // lock while holding it (poisoned by the watchdog or by its claim's watch, or -
-// in the control - a session that ended), how many there were and the
+// in the control - a session that ended), or over the election terms
+// whose context ended while lead ran, how many there were and the
 // smallest margin by which one stopped believing before the next
 // acquisition returned: how close the run came to an overlap.
 func closestCall(acqs []acquisition) (lost int, closest time.Duration) {

@@ -40,9 +40,10 @@ const workerEnv = "ASHLOCK_CHAOS_WORKER"
 //	          (answer: res)
 //	  rbegin  about to run a register Txn (k, tok, v, tag; answer: go)
 //	  rend    the register Txn's outcome: s, v
-//	  probe   about to check the guard (answer: go)
-//	  probed  the check's outcome: ok; k is "done" if the guard's Done
-//	          had been seen closed before the check
+//	  probe   about to check the guard, or for an election leader
+//	          whether lead's context is still alive (answer: go)
+//	  probed  the check's outcome: ok; k is "done" if the guard's (the
+//	          context's) Done had been seen closed before the check
 //	  bye     stopped; v is the number of steps done
 //
 // The rbegin/go handshake makes a register operation's recorded call time

@@ -214,7 +214,7 @@ func run(t *testing.T, cfg runConfig) *runResult {
 	}
 
 	rev := inj.revocations()
-	for _, l := range []*acquisitions{acqs, h.permAcqs, h.xferAcqs} {
+	for _, l := range []*acquisitions{acqs, h.permAcqs, h.xferAcqs, h.elAcqs} {
 		l.markRevoked(rev)
 	}
 	h.check(t, res, resrc, regHist, acqs, from, healed)
