@@ -166,6 +166,45 @@ func TestChaosElectionFencingOffIsCaught(t *testing.T) {
 	verifyNoLeaks(t)
 }
 
+// TestChaosLeaderBeliefIsCaught is the negative control of the leaders'
+// probes: the election workload alone (three candidates), fence on, with
+// leaders whose probes go on reporting that they lead for 2 s after
+// lead's context ended (lead waits meanwhile and writes nothing more),
+// while the current leader is blackholed past the TTL or frozen. Such a
+// leader makes no late write, so the register's checks cannot see it: it
+// proves that the strict mutex model over the terms, fed by the leaders'
+// timed probes, finds a term believed after a later term's lead began.
+// The other checks (the register's, the observer's, tokens, progress,
+// claims left) must still pass.
+func TestChaosLeaderBeliefIsCaught(t *testing.T) {
+	res := run(t, runConfig{
+		name: "leader-belief", seed: baseSeed(t) + 4, faultFor: 12 * time.Second, quiet: 5 * time.Second,
+		// Holds longer than a blackholed leader's local deadline, so that
+		// its context ends while lead runs.
+		fencing: true, hold: span{2 * time.Second, 3 * time.Second}, election: 3, lateBelief: 2 * time.Second,
+		prof: profile{kinds: []faultKind{faultBlackhole, faultFreeze}, ttl: ttl, targeted: true},
+	})
+	e := res.elect
+	for _, o := range e.twoLeaders {
+		t.Logf("  caught: %s", leaderOverlap(o))
+	}
+	t.Logf("leaders believing late: %d terms believed after a later term's lead began, %d late beliefs reported; over %v",
+		len(e.twoLeaders), e.lateBeliefs, res.faults)
+	if len(e.twoLeaders) == 0 {
+		t.Errorf("the strict mutex model over the terms did not catch a leader believing late in %d blackholes and %d SIGSTOP pauses",
+			injected(res, faultBlackhole), injected(res, faultFreeze))
+	}
+	if e.lateBeliefs == 0 {
+		t.Errorf("no leader reported belief after its context ended: the control did not run as meant")
+	}
+	if e.check != porcupine.Ok || e.lost != 0 || e.late != 0 ||
+		len(e.outOfOrder)+len(e.backwards)+len(e.missed)+len(e.wrongOwner)+len(e.problems) != 0 ||
+		len(res.leftoverClaims) != 0 || len(res.problems) != 0 {
+		t.Errorf("leaders believing late: the checks that do not depend on the probes failed too: %v", res)
+	}
+	verifyNoLeaks(t)
+}
+
 // TestChaosSessionDoneIsCaught is the second negative control: holders
 // that trust an etcd concurrency.Session until its Done channel closes,
 // blackholed from etcd while they hold the lock, must be caught by the

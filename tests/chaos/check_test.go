@@ -79,6 +79,7 @@ func (h *harness) check(t *testing.T, res *runResult, resrc *resource, regHist *
 		case wlElection:
 			res.elect.late += ch.late.Load()
 			res.elect.lateAdmitted += ch.lateAdmitted.Load()
+			res.elect.lateBeliefs += ch.lateBeliefs.Load()
 		}
 	}
 }

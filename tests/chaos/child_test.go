@@ -44,6 +44,9 @@ type child struct {
 	// Election leaders' writes after their term's context ended (the
 	// negative control), and how many of them the register admitted.
 	late, lateAdmitted atomic.Int64
+	// Election leaders' probes that reported belief after their term's
+	// context ended (the negative control of the leaders' probes).
+	lateBeliefs atomic.Int64
 
 	steps  atomic.Int64 // from "bye"
 	bye    atomic.Bool
@@ -171,6 +174,9 @@ func (ch *child) serve() {
 					a.lost = true
 				}
 			})
+			if m.OK && m.Kind == probeLate {
+				ch.lateBeliefs.Add(1)
+			}
 		case "rread":
 			r := ch.resource(m.Res)
 			if r == nil {

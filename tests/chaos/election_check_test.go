@@ -42,6 +42,9 @@ type electionResult struct {
 	twoLeaders  []overlap
 	lostTerms   int
 	closest     time.Duration
+	// Late beliefs (the negative control of the probes): probes that
+	// reported belief after lead's context had ended.
+	lateBeliefs int64
 
 	outOfOrder []string // a write by an older term after a newer term's
 	backwards  []string // Observe yielded a term below one it had yielded, or one that had ended
@@ -62,13 +65,13 @@ func (r *electionResult) String() string {
 	return fmt.Sprintf("election (%d candidate processes): %d terms led (%d after the faults), %d of them wrote (%d during the faults, %d after); "+
 		"register: %d ops (%d refused by the fence), %d writes applied, %s, %d lost updates (%d acknowledged); "+
 		"late writes %d (%d admitted); writes out of term order: %d; "+
-		"leaders' belief: %d terms probed, %d believed after a later term's lead began (terms lost while leading: %d, closest call %v); "+
+		"leaders' belief: %d terms probed, %d believed after a later term's lead began (terms lost while leading: %d, closest call %v), late beliefs %d; "+
 		"observer: %d states, %d terms (%d terms wrote before they were observed, by up to %v); "+
 		"backwards: %d; missed: %d; wrong owner: %d; other problems: %d",
 		r.candidates, r.terms, r.afterFaults, len(r.wrote), r.wroteDuring, r.wroteAfter,
 		r.ops, r.refused, r.writes, r.check, r.lost, r.acked,
 		r.late, r.lateAdmitted, len(r.outOfOrder),
-		r.probedTerms, len(r.twoLeaders), r.lostTerms, r.closest,
+		r.probedTerms, len(r.twoLeaders), r.lostTerms, r.closest, r.lateBeliefs,
 		r.observed, r.observedTerms, r.writeFirst, r.writeLead,
 		len(r.backwards), len(r.missed), len(r.wrongOwner), len(r.problems))
 }

@@ -27,7 +27,9 @@ import (
 //
 // With workerConfig.Late set (a negative control) a leader whose
 // context ended goes on writing with its old term for that long: exactly
-// what lead's context and the term's token are there to prevent.
+// what lead's context and the term's token are there to prevent. With
+// workerConfig.LateBelief set (another) a leader's probes go on reporting
+// that it leads for that long after its context ended.
 
 const (
 	// electionName is the election (a lock key; it contains '/').
@@ -67,7 +69,7 @@ func (w *worker) lead(ctx, lctx context.Context, term uint64) error {
 	}
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go w.probeTerm(lctx, stop, stopped)
-	err := w.leadTerm(ctx, lctx, term)
+	err := w.leadTerm(ctx, lctx, term, stopped)
 	close(stop)
 	select {
 	case <-stopped:
@@ -81,8 +83,9 @@ func (w *worker) lead(ctx, lctx context.Context, term uint64) error {
 }
 
 // leadTerm is lead's work: steps on the register until the term or the
-// hold ends, then what the negative control adds.
-func (w *worker) leadTerm(ctx, lctx context.Context, term uint64) error {
+// hold ends, then what the negative controls add. stopped closes when the
+// term's prober has stopped.
+func (w *worker) leadTerm(ctx, lctx context.Context, term uint64, stopped <-chan struct{}) error {
 	until := time.Now().Add(span{w.cfg.MinHold, w.cfg.MaxHold}.draw(w.rng))
 	for first := true; first || time.Now().Before(until); first = false {
 		if lctx.Err() != nil {
@@ -110,6 +113,17 @@ func (w *worker) leadTerm(ctx, lctx context.Context, term uint64) error {
 			}
 		}
 	}
+	if w.cfg.LateBelief > 0 {
+		// The negative control of the probes: the leader stays in lead
+		// while its prober goes on reporting belief, until the prober
+		// gives up (LateBelief after it saw the context end, plus the
+		// call in flight) or the worker ends.
+		select {
+		case <-stopped:
+		case <-ctx.Done():
+		case <-time.After(w.cfg.LateBelief + 2*callTimeout):
+		}
+	}
 	return nil
 }
 
@@ -117,8 +131,26 @@ func (w *worker) leadTerm(ctx, lctx context.Context, term uint64) error {
 // every childProbeEvery, timed on the parent's clock, whether the leader
 // still believes it leads - lctx not ended - until stop closes or a check
 // fails, and once more when lctx's Done has closed (that check must
-// fail).
+// fail). With LateBelief set (the negative control) it goes on reporting
+// belief for LateBelief after its first check that found lctx ended, each
+// such report marked probeLate.
 func (w *worker) probeTerm(lctx context.Context, stop <-chan struct{}, stopped chan<- struct{}) {
+	if late := w.cfg.LateBelief; late > 0 {
+		var ended time.Time // of the prober's goroutine only
+		probeLoop(nil, childProbeEvery, stop, stopped, func(bool) bool {
+			ok, err := w.timedCheck(func() (bool, string) {
+				if lctx.Err() == nil {
+					return true, ""
+				}
+				if ended.IsZero() {
+					ended = time.Now()
+				}
+				return time.Since(ended) < late, probeLate
+			})
+			return err == nil && ok
+		})
+		return
+	}
 	probeLoop(lctx.Done(), childProbeEvery, stop, stopped, func(bool) bool {
 		ok, err := w.timedCheck(func() (bool, string) {
 			doneSeen := closed(lctx.Done())
@@ -152,3 +184,8 @@ func (w *worker) electionStep(ctx context.Context, term uint64, late bool) (refu
 
 // lateWrite marks an rwrite made after lead's context ended (Kind).
 const lateWrite = "late"
+
+// probeLate marks a "probed" message of the LateBelief control's prober
+// whose check found lead's context ended (Kind); with ok, a belief
+// reported late.
+const probeLate = "late"

@@ -150,7 +150,7 @@ func (h *harness) setup(t *testing.T, cfg runConfig) (clock, *resource, *history
 			err := startChild(ch, workerConfig{
 				ID: i, Endpoints: h.routes[i].endpoints(), Prefix: prefix, Key: key, RegKey: regKey,
 				TTL: cfg.prof.ttl, Fair: fair, Seed: cfg.seed, MinHold: cfg.hold.min, MaxHold: cfg.hold.max,
-				Workload: sp.workload, Permits: poolPermits, Accounts: h.bank.keys, Late: cfg.late,
+				Workload: sp.workload, Permits: poolPermits, Accounts: h.bank.keys, Late: cfg.late, LateBelief: cfg.lateBelief,
 				Unguarded: cfg.unguarded, Session: cfg.session,
 			})
 			if err != nil {

@@ -43,7 +43,9 @@ const workerEnv = "ASHLOCK_CHAOS_WORKER"
 //	  probe   about to check the guard, or for an election leader
 //	          whether lead's context is still alive (answer: go)
 //	  probed  the check's outcome: ok; k is "done" if the guard's (the
-//	          context's) Done had been seen closed before the check
+//	          context's) Done had been seen closed before the check, or
+//	          "late" for a belief a leader reported after its term's
+//	          context ended (the negative control)
 //	  bye     stopped; v is the number of steps done
 //
 // The rbegin/go handshake makes a register operation's recorded call time
@@ -76,6 +78,10 @@ type workerConfig struct {
 	// on writing for that long after its term's context ended (the
 	// negative control).
 	Late time.Duration `json:"late,omitempty"`
+	// LateBelief, for wlElection, makes a leader's probes go on reporting
+	// that it leads for that long after its term's context ended, and
+	// lead wait meanwhile (the negative control of the leaders' probes).
+	LateBelief time.Duration `json:"lateBelief,omitempty"`
 	// Unguarded makes the child's register Txns carry a comparison that
 	// always holds instead of its guard's ownership comparison (the
 	// negative control of the register check).

@@ -37,6 +37,9 @@ type runConfig struct {
 	accounts int           // the transfer workload's accounts
 	election int           // candidates, each in a child process
 	late     time.Duration // election leaders write this long after their term (control)
+	// lateBelief: election leaders' probes report belief this long after
+	// their term (control).
+	lateBelief time.Duration
 }
 
 // group is how many holders run a workload, in this process and in child
