@@ -82,15 +82,8 @@ func supervise(h *held, o runOptions, e *env, sigs <-chan os.Signal) int {
 	for {
 		select {
 		case s := <-sigs:
-			// ESRCH (the group just exited) is the only expected failure,
-			// and the exit is about to arrive on waitc. SIGCONT after
-			// SIGTERM and SIGHUP, as a shell's kill does: a stopped group
-			// would keep them pending, holding the lock for ever.
 			if sig, ok := s.(syscall.Signal); ok {
-				_ = syscall.Kill(-pgid, sig)
-				if sig == syscall.SIGTERM || sig == syscall.SIGHUP {
-					_ = syscall.Kill(-pgid, syscall.SIGCONT)
-				}
+				signalGroup(pgid, sig)
 			}
 		case <-done:
 			done = nil
@@ -150,8 +143,7 @@ func (s *stopper) term() {
 		return
 	}
 	s.termSent = true
-	_ = syscall.Kill(-s.pgid, syscall.SIGTERM)
-	_ = syscall.Kill(-s.pgid, syscall.SIGCONT) // a stopped group acts on it too
+	signalGroup(s.pgid, syscall.SIGTERM)
 	s.timer = time.NewTimer(s.grace)
 }
 
@@ -162,6 +154,17 @@ func (s *stopper) killC() <-chan time.Time {
 		return nil
 	}
 	return s.timer.C
+}
+
+// signalGroup sends sig to process group pgid, and SIGCONT after SIGTERM
+// and SIGHUP, as a shell's kill does: a stopped group would keep them
+// pending, holding the lock for ever. ESRCH (the group just exited) is the
+// only expected failure, and the exit is then about to be reported.
+func signalGroup(pgid int, sig syscall.Signal) {
+	_ = syscall.Kill(-pgid, sig)
+	if sig == syscall.SIGTERM || sig == syscall.SIGHUP {
+		_ = syscall.Kill(-pgid, syscall.SIGCONT)
+	}
 }
 
 func (s *stopper) kill() {
