@@ -323,15 +323,7 @@ func (a *acquisition) absent() clientv3.Cmp {
 // made it, and the caller takes that claim over.
 func (a *acquisition) create(ctx context.Context, notYet []clientv3.Cmp, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
 	a.mayExist = true
-	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
-		resp, err := a.b.cli.Txn(ctx).If(notYet...).Then(ops...).Commit()
-		if err == nil {
-			return resp, nil
-		}
-		if err := a.retryAfter(ctx, err, backoff); err != nil {
-			return nil, err
-		}
-	}
+	return a.retried(ctx, notYet, func() []clientv3.Op { return ops })
 }
 
 // keepStamp remembers the stamp record read by withStamp, if any.

@@ -94,8 +94,7 @@
 //     key. Every request fits in etcd's default size limit, whatever the
 //     keys and value allowed: a multi-key request that does not queue
 //     (TryAcquire, Fair false) and would not fit with the reads of what
-//     blocks it sends them in a second request, after its compares failed
-//     (see maxTxnBytes).
+//     blocks it sends them in a second request, after its compares failed.
 //   - Every claim of a key agrees on the permit count (exclusive and
 //     shared claims count as one): an enqueue reads the name of the claim
 //     just ahead, and a request that disagrees removes its claim and fails

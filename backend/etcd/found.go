@@ -72,7 +72,7 @@ func (a *acquisition) agreesAhead(ctx context.Context) error {
 		if a.kind.shared {
 			ops[i] = olderNonShared(dir, a.token)
 		} else {
-			ops[i] = clientv3.OpGet(dir, append(newestKey[:len(newestKey):len(newestKey)], clientv3.WithMaxCreateRev(a.token-1))...)
+			ops[i] = olderClaim(dir, a.token)
 		}
 	}
 	resp, err := a.b.cli.Txn(ctx).Then(ops...).Commit()

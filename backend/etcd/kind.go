@@ -84,6 +84,13 @@ func olderNonShared(dir string, token int64) clientv3.Op {
 	return clientv3.OpGet(nonSharedStart(dir), opts...)
 }
 
+// olderClaim reads the newest claim of dir, of any kind, created before
+// revision token (keys only): the claim just ahead of the claim created at
+// token.
+func olderClaim(dir string, token int64) clientv3.Op {
+	return clientv3.OpGet(dir, append(newestKey[:len(newestKey):len(newestKey)], clientv3.WithMaxCreateRev(token-1))...)
+}
+
 // noNonShared holds while dir has no non-shared claim. (A compare over an
 // empty range compares against a zero KeyValue, whose create revision is
 // 0; every claim's is above.)

@@ -43,10 +43,9 @@ import (
 // The largest of these Txns, with backend.MaxKeys keys of the longest
 // length, each byte of which escapeKey expands to three, the longest
 // prefix and owner label, and a value of backend.MaxValueTotal bytes in
-// all, are the enqueue, the try without its reads and the stamps' write,
-// each of which names every key's etcd key about four times and carries
-// the value once, and stays within the default limit
-// (tests/etcdbackend's TestMultiKeyLargestRequestsFit checks them all).
+// all, are the enqueue, the try without its reads and the stamps' write;
+// each names every key's etcd key about four times and carries the value
+// once, and stays within the default limit.
 
 // multiOps builds the per-key parts of the Txns that make a multi-key
 // claim: the compares that say every queue is free for it, the compares

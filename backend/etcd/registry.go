@@ -225,27 +225,25 @@ func (r *registry) mature(e *entry) {
 	}
 	w := &keyWatch{key: e.key, from: e.token + 1, now: true, target: e}
 	s, err := r.mux.begin(w)
-	streams := []*wstream{s}
 	if err == nil {
 		e.watch = w
 		// A multi-key claim is lost when it is lost at any key: its other
 		// keys' watches report to the same entry.
 		for _, k := range e.keys[min(1, len(e.keys)):] {
 			m := &keyWatch{key: k, from: e.token + 1, now: true, target: e}
-			if s, err := r.mux.begin(m); err == nil {
+			if ms, err := r.mux.begin(m); err == nil {
 				e.more = append(e.more, m)
-				streams = append(streams, s)
+				s = ms
 			}
 		}
 	} // else the mux stopped for good: as if etcd refused the watch
 	r.mu.Unlock()
-	// The stream can be replaced between two begins: flush every one a
-	// create was queued on (flushing a stream that is no longer current
-	// does nothing; its successor creates every live watch).
-	for i, s := range streams {
-		if s != nil && (i == 0 || s != streams[i-1]) {
-			r.mux.flush(s)
-		}
+	// The stream can be replaced between two begins, never by an earlier
+	// one, so only the last begin's stream can still need a flush: a stream
+	// that is no longer current has nothing to send (flush does nothing),
+	// and its successor creates every live watch.
+	if s != nil {
+		r.mux.flush(s)
 	}
 }
 

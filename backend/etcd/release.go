@@ -180,13 +180,19 @@ func (b *Backend) remove(parent context.Context, e *entry, token int64, bound ti
 }
 
 // removeUntilGone is remove, tried again with backoff (after a first pause
-// unless now) until it succeeds or the Backend is closed, which it does
-// not hold up. It runs in a goroutine of the Backend's.
+// unless now) until it succeeds or the Backend is closed (see untilDone).
 func (b *Backend) removeUntilGone(e *entry, token int64, now bool) {
-	if now && b.remove(b.ctx, e, token, cleanupTimeout) {
+	b.untilDone(now, func() bool { return b.remove(b.ctx, e, token, cleanupTimeout) })
+}
+
+// untilDone calls try until it reports success or the Backend is closed,
+// pausing with backoff between tries, and before the first unless now. It
+// runs in a goroutine of the Backend's, and does not hold up Close.
+func (b *Backend) untilDone(now bool, try func() bool) {
+	if now && try() {
 		return
 	}
-	for backoff := minBackoff; sleep(b.ctx, backoff) && !b.remove(b.ctx, e, token, cleanupTimeout); backoff = min(2*backoff, maxBackoff) {
+	for backoff := minBackoff; sleep(b.ctx, backoff) && !try(); backoff = min(2*backoff, maxBackoff) {
 	}
 }
 
@@ -248,16 +254,13 @@ func (s *strayWatch) watchFailed(error) {}
 // also reports this delete, whose sweep then finds nothing to delete.
 func (b *Backend) sweep(e *entry, key string, rev int64) {
 	seen := clientv3.Compare(clientv3.CreateRevision(key), "<", rev+1)
-	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
+	b.untilDone(true, func() bool {
 		ctx, cancel := context.WithTimeout(b.ctx, cleanupTimeout)
-		_, err := b.cli.Txn(ctx).If(seen).Then(clientv3.OpDelete(key)).Commit()
-		cancel()
-		if err == nil {
-			b.watchStray(e, key, rev+1)
-			return
+		defer cancel()
+		if _, err := b.commit(b.cli.Txn(ctx).If(seen).Then(clientv3.OpDelete(key))); err != nil {
+			return false
 		}
-		if !sleep(b.ctx, backoff) {
-			return
-		}
-	}
+		b.watchStray(e, key, rev+1)
+		return true
+	})
 }

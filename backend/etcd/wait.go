@@ -66,7 +66,7 @@ func (a *acquisition) waitInQueue(ctx context.Context, q queueKey, pred string, 
 		now := time.Now()
 		// True iff every claim of the queue was created at or after ours.
 		first := clientv3.Compare(clientv3.CreateRevision(q.dir), ">", a.token-1).WithPrefix()
-		older := clientv3.OpGet(q.dir, append(newestKey[:len(newestKey):len(newestKey)], clientv3.WithMaxCreateRev(a.token-1))...)
+		older := olderClaim(q.dir, a.token)
 		resp, err := a.b.cli.Txn(ctx).If(incarnation(q.key, a.token), first).
 			Then(a.withStamp(rewrite(q.key, a.record(now, backend.Timestamp{})))...).
 			Else(clientv3.OpGet(q.key), older).
@@ -156,23 +156,28 @@ type predWait struct {
 func (p *predWait) keyDeleted(int64)      { close(p.done) }
 func (p *predWait) watchFailed(err error) { p.err = err; close(p.done) }
 
-// guarded sends a Txn that runs the operations ops returns if the
-// compares own (the claim's identity) hold, again while etcd is merely out
-// of reach (see retryAfter; ops is called for each try). It returns etcd's
-// answer, or lostError if the claim is gone.
+// guarded is retried for a Txn whose compares own are the claim's
+// identity: it returns etcd's answer, or lostError if the claim is gone.
 func (a *acquisition) guarded(ctx context.Context, own []clientv3.Cmp, ops func() []clientv3.Op) (*clientv3.TxnResponse, error) {
+	resp, err := a.retried(ctx, own, ops)
+	if err == nil && !resp.Succeeded {
+		return nil, a.lostError()
+	}
+	return resp, err
+}
+
+// retried sends a Txn that runs the operations ops returns if the compares
+// cmps hold, again while etcd is merely out of reach (see retryAfter; ops
+// is called for each try), and returns etcd's answer.
+func (a *acquisition) retried(ctx context.Context, cmps []clientv3.Cmp, ops func() []clientv3.Op) (*clientv3.TxnResponse, error) {
 	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
-		resp, err := a.b.cli.Txn(ctx).If(own...).Then(ops()...).Commit()
-		if err != nil {
-			if err := a.retryAfter(ctx, err, backoff); err != nil {
-				return nil, err
-			}
-			continue
+		resp, err := a.b.cli.Txn(ctx).If(cmps...).Then(ops()...).Commit()
+		if err == nil {
+			return resp, nil
 		}
-		if !resp.Succeeded {
-			return nil, a.lostError()
+		if err := a.retryAfter(ctx, err, backoff); err != nil {
+			return nil, err
 		}
-		return resp, nil
 	}
 }
 
