@@ -11,10 +11,7 @@ import (
 // Broken backends for the queue model's kinds of claim, registered in
 // brokenBackends.
 func init() {
-	for name, b := range map[string]struct {
-		make     func() backend.Backend
-		mustFail []string
-	}{
+	registerBroken(map[string]brokenBackend{
 		"readers-jump-writers": {
 			func() backend.Backend { return readersJumpWriters{memory.New()} },
 			[]string{"ReadersDoNotStarveWriters", "SharedTryAcquire"},
@@ -47,9 +44,7 @@ func init() {
 			func() backend.Backend { return &setValueByKey{Backend: memory.New()} },
 			[]string{"SetValueComparesIdentity"},
 		},
-	} {
-		brokenBackends[name] = b
-	}
+	})
 }
 
 // readersJumpWriters lets a shared request in at once whenever only shared

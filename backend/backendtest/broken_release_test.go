@@ -11,10 +11,7 @@ import (
 // Broken backends whose Release of a claim they no longer have removes a
 // later claim, registered in brokenBackends.
 func init() {
-	for name, b := range map[string]struct {
-		make     func() backend.Backend
-		mustFail []string
-	}{
+	registerBroken(map[string]brokenBackend{
 		"release-by-name": {
 			func() backend.Backend { return &releaseByName{Backend: memory.New()} },
 			[]string{"ReleaseComparesIdentity", "ReleaseOfEveryKindComparesIdentity"},
@@ -23,9 +20,7 @@ func init() {
 			func() backend.Backend { return &releaseByName{Backend: memory.New(), from: 1} },
 			[]string{"ReleaseOfEveryKindComparesIdentity"},
 		},
-	} {
-		brokenBackends[name] = b
-	}
+	})
 }
 
 // releaseByName ignores a claim's identity once the claim is gone: a

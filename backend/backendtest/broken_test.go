@@ -9,13 +9,25 @@ import (
 	"github.com/ash-lock/ashlock/backend/memory"
 )
 
+// brokenBackend makes a deliberately wrong backend; mustFail names the
+// suite's subtests that must catch it.
+type brokenBackend struct {
+	make     func() backend.Backend
+	mustFail []string
+}
+
+// registerBroken adds bs to brokenBackends; other files' init functions
+// register theirs so.
+func registerBroken(bs map[string]brokenBackend) {
+	for name, b := range bs {
+		brokenBackends[name] = b
+	}
+}
+
 // brokenBackends are deliberately wrong backends, each wrapping a correct
 // memory.Backend and breaking one guarantee, with the suite's subtests that
 // must catch it.
-var brokenBackends = map[string]struct {
-	make     func() backend.Backend
-	mustFail []string
-}{
+var brokenBackends = map[string]brokenBackend{
 	"decreasing-tokens": {
 		func() backend.Backend { return decreasingTokens{memory.New()} },
 		[]string{"TokensStrictlyIncrease", "MutualExclusion"},

@@ -20,6 +20,18 @@ func as(c backend.Claim, id string, token uint64) backend.Claim {
 	return c
 }
 
+// staleAfterReuse returns the stale releases to send once a claim of kind
+// has been released and holder, of its kind and lease, holds (under the
+// name released had, in a store that names claims after their lease):
+// released itself, and two claims that mix its identity with holder's.
+func staleAfterReuse(kind string, released, holder backend.Claim) []staleRelease {
+	return []staleRelease{
+		{"released " + kind + " claim released again", released},
+		{kind + " holder's ID with the released claim's token", as(released, holder.ID, released.Token)},
+		{kind + " holder's token with another ID", as(holder, holder.ID+"-other", holder.Token)},
+	}
+}
+
 // releaseStale sends each of cases' releases; each must return nil and,
 // as check (called after each) verifies, remove nothing.
 func (f *fixture) releaseStale(cases []staleRelease, check func(context string)) {
@@ -60,11 +72,7 @@ func testReleaseOfEveryKindComparesIdentity(f *fixture) {
 		s3 := f.acquire(shared(req(key, other, "S3")))
 		w := f.start(req(key, l, "W"))
 		f.awaitWaiters(key, "W")
-		f.releaseStale([]staleRelease{
-			{"released shared claim released again", s1},
-			{"shared holder's ID with the released claim's token", as(s1, s2.ID, s1.Token)},
-			{"shared holder's token with another ID", as(s2, s2.ID+"-other", s2.Token)},
-		}, func(context string) {
+		f.releaseStale(staleAfterReuse("shared", s1, s2), func(context string) {
 			f.wantHolders(key, context, s2, s3)
 			f.wantQueued(key, "W", context)
 		})
@@ -110,11 +118,7 @@ func testReleaseOfEveryKindComparesIdentity(f *fixture) {
 		c3 := f.acquire(counted(req(key, other, "C3"), n))
 		w := f.start(counted(req(key, l, "W"), n))
 		f.awaitWaiters(key, "W")
-		f.releaseStale([]staleRelease{
-			{"released counted claim released again", c1},
-			{"counted holder's ID with the released claim's token", as(c1, c2.ID, c1.Token)},
-			{"counted holder's token with another ID", as(c2, c2.ID+"-other", c2.Token)},
-		}, func(context string) {
+		f.releaseStale(staleAfterReuse("counted", c1, c2), func(context string) {
 			f.wantHolders(key, context, c2, c3)
 			f.wantQueued(key, "W", context)
 		})
@@ -153,11 +157,7 @@ func testReleaseOfEveryKindComparesIdentity(f *fixture) {
 		f.release(m)
 		// N is M again: its keys, kind and lease.
 		n := f.acquire(multi(l, "N", a, b, c))
-		f.releaseStale([]staleRelease{
-			{"released multi-key claim released again", m},
-			{"multi-key holder's ID with the released claim's token", as(m, n.ID, m.Token)},
-			{"multi-key holder's token with another ID", as(n, n.ID+"-other", n.Token)},
-		}, func(context string) {
+		f.releaseStale(staleAfterReuse("multi-key", m, n), func(context string) {
 			for _, k := range []string{a, b, c} {
 				f.wantHolders(k, context, n)
 			}

@@ -81,9 +81,7 @@ func TestAuthPrefixRoleIsEnough(t *testing.T) {
 		t.Fatalf("KeepAlive: %v, %v", ttl, err)
 	}
 	r := request("k", l, "A")
-	r.Stamp = func(prev backend.Timestamp) (backend.Timestamp, error) {
-		return backend.Timestamp{WallTime: prev.WallTime + 1}, nil
-	}
+	r.Stamp = nextStamp
 	holder := acquire(t, b, r)
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)

@@ -1,7 +1,6 @@
 package etcdbackend_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -19,13 +18,6 @@ import (
 // is written under the prefix. A valid request built the same way does
 // write, so the emptiness means something.
 func TestAcquireRefusesBadRequestOnEtcd(t *testing.T) {
-	keysN := func(n int) []string {
-		ks := make([]string, n)
-		for i := range ks {
-			ks[i] = fmt.Sprintf("k%02d", i)
-		}
-		return ks
-	}
 	// A request is built on the lease of its own backend and prefix, so
 	// that a row that does write cannot make the next ones fail.
 	type build func(backend.Lease) backend.AcquireRequest
@@ -58,16 +50,16 @@ func TestAcquireRefusesBadRequestOnEtcd(t *testing.T) {
 		{"shared with 2 permits", single(func(r *backend.AcquireRequest) { r.Shared, r.Permits = true, 2 }), "a shared claim with 2 permits", nil},
 		{"value over 64 KiB", single(func(r *backend.AcquireRequest) { r.Value = make([]byte, backend.MaxValueLen+1) }), "value of 65537 bytes, more than 65536", nil},
 		{"empty key set", single(func(r *backend.AcquireRequest) { r.Keys = []string{} }), "0 keys", nil},
-		{"65 keys", multiKey(keysN(backend.MaxKeys+1), none), "65 keys", nil},
+		{"65 keys", multiKey(numberedKeys(backend.MaxKeys+1), none), "65 keys", nil},
 		{"Keys[0] not Key", multiKey([]string{"k01", "k02"}, func(r *backend.AcquireRequest) { r.Key = "k00" }), `Keys[0] "k01" is not Key "k00"`, nil},
 		{"duplicated keys", multiKey([]string{"k00", "k01", "k01"}, none), `keys not sorted and distinct at "k01"`, nil},
 		{"the same key twice", multiKey([]string{"k00", "k00"}, none), `keys not sorted and distinct at "k00"`, nil},
 		{"keys not sorted", multiKey([]string{"k01", "k00"}, none), `keys not sorted and distinct at "k00"`, nil},
-		{"multi-key with 2 permits", multiKey(keysN(2), func(r *backend.AcquireRequest) { r.Permits = 2 }), "a multi-key claim with 2 permits", nil},
-		{"64 keys with a value over 512 KiB in all", multiKey(keysN(backend.MaxKeys), func(r *backend.AcquireRequest) {
+		{"multi-key with 2 permits", multiKey(numberedKeys(2), func(r *backend.AcquireRequest) { r.Permits = 2 }), "a multi-key claim with 2 permits", nil},
+		{"64 keys with a value over 512 KiB in all", multiKey(numberedKeys(backend.MaxKeys), func(r *backend.AcquireRequest) {
 			r.Value = make([]byte, backend.MaxValueTotal/backend.MaxKeys+1)
 		}), "value of 8193 bytes on 64 keys, more than 524288 bytes in all", nil},
-		{"9 keys with a 64 KiB value", multiKey(keysN(9), func(r *backend.AcquireRequest) {
+		{"9 keys with a 64 KiB value", multiKey(numberedKeys(9), func(r *backend.AcquireRequest) {
 			r.Value = make([]byte, backend.MaxValueLen)
 		}), "value of 65536 bytes on 9 keys", nil},
 	}
@@ -104,7 +96,7 @@ func TestAcquireRefusesBadRequestOnEtcd(t *testing.T) {
 	// each key.
 	prefix := uniquePrefix(t)
 	b, cli := newBackend(t, shared, prefix)
-	ok := multiKey(keysN(backend.MaxKeys), func(r *backend.AcquireRequest) {
+	ok := multiKey(numberedKeys(backend.MaxKeys), func(r *backend.AcquireRequest) {
 		r.Value = make([]byte, backend.MaxValueTotal/backend.MaxKeys)
 	})
 	c := acquire(t, b, ok(grant(t, b, 30*time.Second)))

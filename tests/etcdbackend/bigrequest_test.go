@@ -27,6 +27,11 @@ type requestSizes struct {
 	largest map[string]int
 }
 
+// configure installs the interceptor; pass it to newBackend.
+func (s *requestSizes) configure(cfg *clientv3.Config) {
+	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(s.intercept))
+}
+
 func (s *requestSizes) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	if m, ok := req.(proto.Message); ok {
 		n := proto.Size(m)
@@ -87,21 +92,16 @@ func longestPrefix(t testing.TB) string {
 func TestMultiKeyLargestRequestsFit(t *testing.T) {
 	all := worstKeys()
 	owner := strings.Repeat("o", 256)
-	stamp := func(prev backend.Timestamp) (backend.Timestamp, error) {
-		return backend.Timestamp{WallTime: prev.WallTime + 1}, nil
-	}
 	for _, value := range []int{0, backend.MaxValueTotal / len(all)} {
 		for _, sharedClaim := range []bool{false, true} {
 			t.Run(fmt.Sprintf("value %d shared %v", value, sharedClaim), func(t *testing.T) {
 				prefix := longestPrefix(t)
 				sizes := &requestSizes{}
-				b, operator := newBackend(t, shared, prefix, func(cfg *clientv3.Config) {
-					cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(sizes.intercept))
-				})
+				b, operator := newBackend(t, shared, prefix, sizes.configure)
 				l := grant(t, b, 30*time.Second)
 				multi := func(wait, fair bool) backend.AcquireRequest {
 					r := request(all[0], l, owner)
-					r.Keys, r.Shared, r.Stamp = all, sharedClaim, stamp
+					r.Keys, r.Shared, r.Stamp = all, sharedClaim, nextStamp
 					r.Value = make([]byte, value)
 					r.Wait, r.Fair = wait, fair
 					return r
@@ -131,9 +131,7 @@ func TestMultiKeyLargestRequestsFit(t *testing.T) {
 				// by a Backend that did not hand the claim out (b then
 				// removes what it takes for the rest of a lost claim, the
 				// same way).
-				other, _ := newBackend(t, shared, prefix, func(cfg *clientv3.Config) {
-					cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(sizes.intercept))
-				})
+				other, _ := newBackend(t, shared, prefix, sizes.configure)
 				release(t, other, got.claim)
 				awaitCount(t, operator, prefix+"claims/", 0)
 

@@ -23,16 +23,11 @@ func TestMultiKeyLargestValue(t *testing.T) {
 			prefix := uniquePrefix(t)
 			b, operator := newBackend(t, shared, prefix)
 			l := grant(t, b, 30*time.Second)
-			all := make([]string, n)
-			for i := range all {
-				all[i] = fmt.Sprintf("k%02d", i)
-			}
+			all := numberedKeys(n)
 			largest := backend.MaxValueTotal / n
 			r := request(all[0], l, "all")
 			r.Keys, r.Value = all, make([]byte, largest)
-			r.Stamp = func(prev backend.Timestamp) (backend.Timestamp, error) {
-				return backend.Timestamp{WallTime: prev.WallTime + 1}, nil
-			}
+			r.Stamp = nextStamp
 
 			h := acquire(t, b, request(all[n-1], l, "holder"))
 			ch := start(testCtx(t, waitBound), b, r)

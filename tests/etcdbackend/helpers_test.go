@@ -2,6 +2,7 @@ package etcdbackend_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -32,6 +33,21 @@ func grant(t testing.TB, b *etcd.Backend, ttl time.Duration) backend.Lease {
 		_ = b.Revoke(ctx, l.ID) // the backend may be closed by now
 	})
 	return l
+}
+
+// numberedKeys returns n distinct, sorted keys: "k00", "k01" and so on.
+func numberedKeys(n int) []string {
+	ks := make([]string, n)
+	for i := range ks {
+		ks[i] = fmt.Sprintf("k%02d", i)
+	}
+	return ks
+}
+
+// nextStamp is a Stamp function: each stamp's wall time one past the
+// previous one's.
+func nextStamp(prev backend.Timestamp) (backend.Timestamp, error) {
+	return backend.Timestamp{WallTime: prev.WallTime + 1}, nil
 }
 
 // request builds a fair, waiting request with a fresh claim ID.

@@ -400,10 +400,7 @@ func TestMultiKeyOneTxn(t *testing.T) {
 	var wl watchLog
 	b, cli := newBackend(t, shared, prefix, wc.configure, wl.configure)
 	l := grant(t, b, 30*time.Second)
-	all := make([]string, backend.MaxKeys)
-	for i := range all {
-		all[i] = fmt.Sprintf("k%02d", i)
-	}
+	all := numberedKeys(backend.MaxKeys)
 	for _, kind := range []string{"exclusive", "shared"} {
 		t.Run(kind, func(t *testing.T) {
 			req := request(all[0], l, "all")
@@ -438,9 +435,7 @@ func TestMultiKeyOneTxn(t *testing.T) {
 		h := acquire(t, b, request(all[40], l, "h"))
 		req := request(all[0], l, "all")
 		req.Keys, req.Shared = all, shared
-		req.Stamp = func(prev backend.Timestamp) (backend.Timestamp, error) {
-			return backend.Timestamp{WallTime: prev.WallTime + 1}, nil
-		}
+		req.Stamp = nextStamp
 		ch := start(testCtx(t, waitBound), b, req)
 		// It has settled: holding every other key since its enqueue, it
 		// watches the holder's claim at all[40] (as the holder's own loss

@@ -1,72 +1,24 @@
 package etcdbackend_test
 
 import (
-	"context"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// lateCreate makes the next Txn that may put a claim under prefix fail for
-// its caller without an answer (codes.Unavailable), and reach etcd only
-// once apply is called: a create held up on the way, applied after
-// requests sent later.
-type lateCreate struct {
-	prefix  string
-	armed   atomic.Bool
-	release func() // lets the held Txn go; idempotent
-	gate    chan struct{}
-	applied chan *pb.TxnResponse
-}
-
-func newLateCreate(t *testing.T, prefix string) *lateCreate {
-	lc := &lateCreate{prefix: prefix, gate: make(chan struct{}), applied: make(chan *pb.TxnResponse, 1)}
-	lc.release = sync.OnceFunc(func() { close(lc.gate) })
-	t.Cleanup(lc.release) // a test that fails early lets the held Txn go too
-	return lc
-}
-
-func (l *lateCreate) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
-	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	if txn, ok := req.(*pb.TxnRequest); ok && putsClaim(txn, l.prefix) && l.armed.CompareAndSwap(true, false) {
-		go func() {
-			<-l.gate
-			ctx, cancel := context.WithTimeout(context.Background(), waitBound)
-			defer cancel()
-			resp := new(pb.TxnResponse)
-			if invoker(ctx, method, req, resp, cc, opts...) != nil {
-				resp = nil
-			}
-			l.applied <- resp
-		}()
-		return status.Error(codes.Unavailable, "test: no answer")
-	}
-	return invoker(ctx, method, req, reply, cc, opts...)
-}
-
-// apply lets the held Txn reach etcd and returns etcd's answer to it.
-func (l *lateCreate) apply(t *testing.T) *pb.TxnResponse {
-	t.Helper()
-	l.release()
-	select {
-	case resp := <-l.applied:
-		require.NotNil(t, resp, "the late create failed")
-		return resp
-	case <-time.After(waitBound):
-		t.Fatal("the late create was not applied")
-		return nil
-	}
+// newLateCreate returns a lateRequest for the next Txn that may put a claim
+// under prefix: a create held up on the way, applied after requests sent
+// later.
+func newLateCreate(t *testing.T, prefix string) *lateRequest[pb.TxnResponse] {
+	return newLateRequest[pb.TxnResponse](t, "the late create", func(req any) bool {
+		txn, ok := req.(*pb.TxnRequest)
+		return ok && putsClaim(txn, prefix)
+	})
 }
 
 // An Acquire whose create got no answer, and which etcd applies only after
@@ -82,9 +34,7 @@ func TestLateCreateLeavesNoStray(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			prefix := uniquePrefix(t)
 			lc := newLateCreate(t, prefix)
-			b, cli := newBackend(t, shared, prefix, func(cfg *clientv3.Config) {
-				cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(lc.intercept))
-			})
+			b, cli := newBackend(t, shared, prefix, lc.configure)
 			other, _ := newBackend(t, shared, prefix)
 			l, lo := grant(t, b, 30*time.Second), grant(t, other, 30*time.Second)
 
@@ -94,7 +44,9 @@ func TestLateCreateLeavesNoStray(t *testing.T) {
 			_, err := b.Acquire(testCtx(t, waitBound), r)
 			require.ErrorIs(t, err, backend.ErrUnavailable, "Acquire whose create got no answer")
 			require.Empty(t, keys(t, cli, prefix), "keys after the failed Acquire's cleanup")
-			require.True(t, lc.apply(t).Succeeded, "the late create made its claim")
+			applied, _ := lc.apply(t)
+			require.NotNil(t, applied, "the late create failed")
+			require.True(t, applied.Succeeded, "the late create made its claim")
 
 			o := request("k", lo, "other")
 			o.Keys = tt.keys

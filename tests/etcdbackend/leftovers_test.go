@@ -28,9 +28,7 @@ func TestNothingLeftBehind(t *testing.T) {
 	la, lb := grant(t, a, 30*time.Second), grant(t, b, 30*time.Second)
 
 	stamped := request("k", la, "A")
-	stamped.Stamp = func(prev backend.Timestamp) (backend.Timestamp, error) {
-		return backend.Timestamp{WallTime: prev.WallTime + 1}, nil
-	}
+	stamped.Stamp = nextStamp
 	holder := acquire(t, a, stamped)
 
 	// Waits that end by cancellation and by deadline, fair and not.

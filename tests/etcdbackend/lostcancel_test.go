@@ -60,6 +60,16 @@ func newDroppingBackend(t *testing.T, prefix string) (*dropReply, *etcd.Backend,
 	return d, b, cli
 }
 
+// awaitDropped waits up to waitBound for d to lose a reply.
+func awaitDropped(t *testing.T, d *dropReply) {
+	t.Helper()
+	select {
+	case <-d.fired:
+	case <-time.After(waitBound):
+		t.Fatal("the enqueue reply was not intercepted")
+	}
+}
+
 // putsClaim reports whether txn may put a claim key under prefix, in any
 // branch, nested Txns included.
 func putsClaim(txn *pb.TxnRequest, prefix string) bool {
@@ -132,11 +142,7 @@ func TestLostEnqueueReplyThenCancelLeavesNothingOfEveryKind(t *testing.T) {
 			defer cancel()
 			close(d.armed)
 			res := start(ctx, b, kind.req(wl))
-			select {
-			case <-d.fired:
-			case <-time.After(waitBound):
-				t.Fatal("the enqueue reply was not intercepted")
-			}
+			awaitDropped(t, d)
 			cancel()
 			var r result
 			select {

@@ -29,6 +29,18 @@ func connectClient(t *testing.T, b *etcd.Backend) *ashlock.LockClient {
 	return c
 }
 
+// lostReplyElection sets up, under a prefix of its own, the candidate's
+// client on a backend that loses the reply of its first claim-creating Txn
+// once d.armed is closed, and the rival's client on a backend of its own.
+// cli reads etcd; claims is where the claims are.
+func lostReplyElection(t *testing.T) (d *dropReply, cli *clientv3.Client, claims string, candidate, rival *ashlock.LockClient) {
+	t.Helper()
+	prefix := uniquePrefix(t)
+	d, b, cli := newDroppingBackend(t, prefix)
+	rb, _ := newBackend(t, shared, prefix)
+	return d, cli, prefix + "claims/", connectClient(t, b), connectClient(t, rb)
+}
+
 type campaignResult struct {
 	g   *ashlock.Guard
 	err error
@@ -57,16 +69,6 @@ func awaitCampaign(t *testing.T, ch <-chan campaignResult) campaignResult {
 	}
 }
 
-// awaitDropped waits up to waitBound for d to lose a reply.
-func awaitDropped(t *testing.T, d *dropReply) {
-	t.Helper()
-	select {
-	case <-d.fired:
-	case <-time.After(waitBound):
-		t.Fatal("the enqueue reply was not intercepted")
-	}
-}
-
 // A Campaign whose enqueue committed but whose reply was lost still leads:
 // at once on a free election, and once the leader resigns when it had to
 // wait. Its term is the create revision of the claim whose reply was lost
@@ -80,11 +82,7 @@ func TestCampaignWithLostEnqueueReplyLeads(t *testing.T) {
 			name = "behind a leader"
 		}
 		t.Run(name, func(t *testing.T) {
-			prefix := uniquePrefix(t)
-			claims := prefix + "claims/"
-			d, b, cli := newDroppingBackend(t, prefix)
-			rb, _ := newBackend(t, shared, prefix)
-			candidate, rival := connectClient(t, b), connectClient(t, rb)
+			d, cli, claims, candidate, rival := lostReplyElection(t)
 			ctx := testCtx(t, waitBound)
 
 			var leader *ashlock.Guard
@@ -139,11 +137,7 @@ func TestCampaignWithLostEnqueueReplyLeads(t *testing.T) {
 // behind, though it never learnt its claim's revision; once the leader
 // resigns nobody leads.
 func TestCampaignWithLostEnqueueReplyCancelledLeavesNothing(t *testing.T) {
-	prefix := uniquePrefix(t)
-	claims := prefix + "claims/"
-	d, b, cli := newDroppingBackend(t, prefix)
-	rb, _ := newBackend(t, shared, prefix)
-	candidate, rival := connectClient(t, b), connectClient(t, rb)
+	d, cli, claims, candidate, rival := lostReplyElection(t)
 	ctx := testCtx(t, waitBound)
 
 	leader, err := rival.Election("e").Campaign(ctx, []byte("rival"))

@@ -17,9 +17,6 @@ import (
 // ErrLeaseExpired instead of holding alongside that client, and removes
 // what is left of its claim.
 func TestMultiKeyWaiterLosesClaimAtHeldKey(t *testing.T) {
-	stamp := func(prev backend.Timestamp) (backend.Timestamp, error) {
-		return backend.Timestamp{WallTime: prev.WallTime + 1}, nil
-	}
 	tests := []struct {
 		name   string
 		shared bool
@@ -27,7 +24,7 @@ func TestMultiKeyWaiterLosesClaimAtHeldKey(t *testing.T) {
 	}{
 		{"exclusive", false, nil},
 		{"shared", true, nil},
-		{"exclusive with stamps", false, stamp},
+		{"exclusive with stamps", false, nextStamp},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

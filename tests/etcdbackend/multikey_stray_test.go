@@ -1,7 +1,6 @@
 package etcdbackend_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -66,10 +65,7 @@ func TestMultiKeyNonQueuedBlockedAtMaxKeys(t *testing.T) {
 	prefix := uniquePrefix(t)
 	b, operator := newBackend(t, shared, prefix)
 	l := grant(t, b, 30*time.Second)
-	all := make([]string, backend.MaxKeys)
-	for i := range all {
-		all[i] = fmt.Sprintf("k%02d", i)
-	}
+	all := numberedKeys(backend.MaxKeys)
 	h := acquire(t, b, request(all[40], l, "holder"))
 	for _, sharedClaim := range []bool{false, true} {
 		r := request(all[0], l, "all")
