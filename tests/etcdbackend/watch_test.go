@@ -178,7 +178,8 @@ func TestNoDeleteLostWhileStreamDown(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			prefix := uniquePrefix(t)
 			var gate streamGate
-			b, err := etcd.New(shared.Client(t, gate.configure), etcd.WithPrefix(prefix))
+			var watches claimWatches
+			b, err := etcd.New(shared.Client(t, gate.configure, watches.configure), etcd.WithPrefix(prefix))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -196,6 +197,12 @@ func TestNoDeleteLostWhileStreamDown(t *testing.T) {
 			defer cancel()
 			w := start(ctx, b, request("k", l, "W"))
 			awaitCount(t, operator, prefix+"claims/", 3)
+			// The holder's loss watch starts a few milliseconds into the
+			// hold, with a read of its key that closes the watch's start
+			// gap. Cut only once it is set up: a read still to come would
+			// find the claim deleted and report the loss without the
+			// stream, which is right, but not what this test is about.
+			watches.await(t, b.ClaimKey(held), int64(held.Token))
 
 			gate.cut()
 			if _, err := operator.Delete(testCtx(t, waitBound), b.ClaimKey(held)); err != nil {
@@ -318,6 +325,101 @@ func (g *streamGate) recordStart(cr *pb.WatchCreateRequest) {
 		}
 		if g.lowestStartAfterReopen.CompareAndSwap(low, cr.StartRevision) {
 			return
+		}
+	}
+}
+
+// claimWatches follows, through gRPC interceptors on one client, the
+// backend's watches of single keys: the revision etcd created each at, and
+// the keys its watch reads (see isWatchRead) have read and got an answer
+// for.
+type claimWatches struct {
+	mu      sync.Mutex
+	created map[string]int64 // key -> the revision of the create's answer
+	read    map[string]bool
+	changed chan struct{} // closed and replaced at each change
+}
+
+func (c *claimWatches) configure(cfg *clientv3.Config) {
+	cfg.DialOptions = append(cfg.DialOptions,
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any,
+			cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			if err == nil && isWatchRead(req) {
+				c.update(func() {
+					for _, op := range req.(*pb.TxnRequest).Success {
+						c.read[string(op.GetRequestRange().Key)] = true
+					}
+				})
+			}
+			return err
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn,
+			method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			s, err := streamer(ctx, desc, cc, method, opts...)
+			if err != nil || method != watchMethod {
+				return s, err
+			}
+			var pending []string // keys of the creates sent, answered in order
+			var mu sync.Mutex
+			return &createHook{ClientStream: s,
+				onCreate: func(cr *pb.WatchCreateRequest) {
+					mu.Lock()
+					defer mu.Unlock()
+					pending = append(pending, string(cr.Key))
+				},
+				onResponse: func(resp *pb.WatchResponse) {
+					if !resp.Created {
+						return
+					}
+					mu.Lock()
+					key := pending[0]
+					pending = pending[1:]
+					mu.Unlock()
+					if !resp.Canceled {
+						c.update(func() { c.created[key] = resp.Header.GetRevision() })
+					}
+				},
+			}, nil
+		}))
+}
+
+func (c *claimWatches) update(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.created == nil {
+		c.created, c.read = make(map[string]int64), make(map[string]bool)
+	}
+	f()
+	if c.changed != nil {
+		close(c.changed)
+		c.changed = nil
+	}
+}
+
+// await waits up to waitBound until the watch of key, for deletes after
+// revision token (a claim's loss watch), is fully set up: etcd has created
+// it, and if it was created after revision token, the read that closes
+// its start gap has been answered.
+func (c *claimWatches) await(t testing.TB, key string, token int64) {
+	t.Helper()
+	deadline := time.After(waitBound)
+	for {
+		c.mu.Lock()
+		rev, created := c.created[key]
+		done := created && (rev <= token || c.read[key])
+		if c.changed == nil {
+			c.changed = make(chan struct{})
+		}
+		changed := c.changed
+		c.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("the watch of %s not set up within %v", key, waitBound)
 		}
 	}
 }
