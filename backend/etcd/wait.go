@@ -156,8 +156,9 @@ type predWait struct {
 func (p *predWait) keyDeleted(int64)      { close(p.done) }
 func (p *predWait) watchFailed(err error) { p.err = err; close(p.done) }
 
-// guarded is retried for a Txn whose compares own are the claim's
-// identity: it returns etcd's answer, or lostError if the claim is gone.
+// guarded sends, as retried does, a Txn whose compares own are the
+// claim's identity; it returns etcd's answer, or lostError if the claim is
+// gone.
 func (a *acquisition) guarded(ctx context.Context, own []clientv3.Cmp, ops func() []clientv3.Op) (*clientv3.TxnResponse, error) {
 	resp, err := a.retried(ctx, own, ops)
 	if err == nil && !resp.Succeeded {
