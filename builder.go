@@ -6,13 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/ash-lock/ashlock/backend"
 )
-
-// maxOwnerLen bounds owner labels, which are stored with every claim.
-const maxOwnerLen = 256
 
 // A LockBuilder describes a lock on one key (Lock) or on a set of keys
 // (LockAll): exclusive by default, shared with Shared, counted with
@@ -120,27 +116,24 @@ func (b *LockBuilder) WithValue(v []byte) *LockBuilder {
 // renewal interval, or every problem found.
 func (b *LockBuilder) settings() (ttl, interval time.Duration, err error) {
 	var errs []error
-	switch {
-	case b.all:
-		if b.keysErr != nil {
-			errs = append(errs, b.keysErr)
-		}
-		if b.permits > 1 {
-			errs = append(errs, fmt.Errorf("%w: LockAll with %d permits", ErrInvalidConfig, b.permits))
-		}
-	default:
-		if err := validateKey(b.key); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	switch {
-	case b.permitsSet && (b.permits < 1 || b.permits > backend.MaxPermits):
+	if b.permitsSet && b.permits < 1 {
+		// The request reads 0 as one permit; the builder refuses it.
 		errs = append(errs, fmt.Errorf("%w: %d permits, not in 1..%d", ErrInvalidConfig, b.permits, backend.MaxPermits))
-	case b.shared && b.permits > 1:
-		errs = append(errs, fmt.Errorf("%w: a shared lock with %d permits", ErrInvalidConfig, b.permits))
 	}
-	if err := backend.CheckValue(b.value, max(len(b.keys), 1)); err != nil {
-		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
+	req := backend.AcquireRequest{Key: b.key, Shared: b.shared, Permits: max(b.permits, 0), Value: b.value, Owner: b.owner}
+	if b.all {
+		req.Keys = b.keys
+		if req.Keys == nil {
+			req.Keys = []string{b.key} // LockAll of one key still refuses permits
+		}
+		if b.keysErr != nil {
+			// keySet reported the keys; check the rest against a stand-in.
+			errs = append(errs, b.keysErr)
+			req.Key, req.Keys = "k", []string{"k"}
+		}
+	}
+	if err := backend.CheckRequest(&req); err != nil {
+		errs = append(errs, err)
 	}
 	ttl = cmp.Or(b.client.cfg.DefaultTTL, defaultTTL)
 	if b.ttlSet {
@@ -161,9 +154,6 @@ func (b *LockBuilder) settings() (ttl, interval time.Duration, err error) {
 		interval = ttl / 3
 	case interval >= ttl && ttl > 0:
 		errs = append(errs, fmt.Errorf("%w: watchdog interval %v is not below the TTL %v", ErrInvalidConfig, interval, ttl))
-	}
-	if len(b.owner) > maxOwnerLen || !utf8.ValidString(b.owner) {
-		errs = append(errs, fmt.Errorf("%w: owner label must be at most %d bytes of UTF-8", ErrInvalidConfig, maxOwnerLen))
 	}
 	return ttl, interval, errors.Join(errs...)
 }

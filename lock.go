@@ -52,12 +52,12 @@ var (
 	ErrClosed = backend.ErrClosed
 	// ErrInvalidKey: a key is empty, longer than 1024 bytes, not valid
 	// UTF-8, or contains a control character.
-	ErrInvalidKey = errors.New("ashlock: invalid key")
+	ErrInvalidKey = backend.ErrInvalidKey
 	// ErrInvalidTTL: a TTL is zero or negative.
 	ErrInvalidTTL = errors.New("ashlock: invalid TTL")
 	// ErrInvalidConfig: a configuration value is out of range or malformed
 	// (unknown ClusterSeed scheme, watchdog interval not below the TTL).
-	ErrInvalidConfig = errors.New("ashlock: invalid configuration")
+	ErrInvalidConfig = backend.ErrInvalidConfig
 	// ErrUnavailable: the backend could not be reached.
 	ErrUnavailable = backend.ErrUnavailable
 	// ErrClockOffset: with Stamps on, the key's previous holder stamped it

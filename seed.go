@@ -19,5 +19,9 @@ func openSeed(ctx context.Context, seed string) (backend.Backend, func() error, 
 	case strings.HasPrefix(seed, "etcd://"):
 		return openEtcd(ctx, seed)
 	}
-	return nil, nil, fmt.Errorf("%w: ClusterSeed %q: want \"memory://\" or \"etcd://host:port[,host:port]/prefix/\"", ErrInvalidConfig, seed)
+	if open, ok := backend.LookupSeed(seed); ok {
+		return open(ctx, seed)
+	}
+	return nil, nil, fmt.Errorf("%w: ClusterSeed %q: want \"memory://\", \"etcd://host:port[,host:port]/prefix/\", "+
+		"or a scheme whose package is imported (postgres:// with backend/postgres, redis:// with backend/redis)", ErrInvalidConfig, seed)
 }

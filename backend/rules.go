@@ -1,0 +1,164 @@
+package backend
+
+import "math/bits"
+
+// Kind is what a claim asks of its key's queue: exclusive (Permits 1, not
+// Shared), shared (Shared), or counted (Permits n > 1).
+type Kind struct {
+	Shared  bool
+	Permits int // n, at least 1
+}
+
+// KindOf returns the kind of req, with Permits 0 read as 1.
+func KindOf(req *AcquireRequest) Kind {
+	return Kind{Shared: req.Shared, Permits: max(req.Permits, 1)}
+}
+
+// Counted reports whether k admits more than one holder that is not shared.
+func (k Kind) Counted() bool { return k.Permits > 1 }
+
+// Exclusive reports whether k is a plain lock: one holder, not shared.
+func (k Kind) Exclusive() bool { return !k.Shared && k.Permits == 1 }
+
+// Admits is the queue rule, the one statement of when a claim is free at a
+// key. The claims ahead of the claim in the key's queue (lower tokens) are
+// ahead in all, nonShared of them not shared; the rule is asked only when
+// every claim ahead is itself free, since a claim blocked by something
+// ahead blocks everything behind it. A claim of kind k is free when:
+//
+//   - exclusive: no claim is ahead;
+//   - shared: no claim that is not shared is ahead, so a run of readers
+//     holds together and a writer queued among them keeps the readers
+//     behind it waiting;
+//   - counted (n permits): fewer than n claims are ahead.
+//
+// Each condition only gets easier as claims ahead leave, and claims join
+// only at the back, so a free claim stays free and the free claims of a
+// queue are a prefix of it. A claim holds once it is free at every one of
+// its keys; one token orders two claims the same way at every key they
+// share, so a claim waits only for claims with smaller tokens and no cycle
+// of waits can form.
+func Admits(k Kind, ahead, nonShared int) bool {
+	switch {
+	case k.Permits > 1:
+		return ahead < k.Permits
+	case k.Shared:
+		return nonShared == 0
+	default:
+		return ahead == 0
+	}
+}
+
+// FreePrefix returns how many claims at the head of q, the kinds of a
+// key's queue in token order, the rule admits (see Admits).
+func FreePrefix(q []Kind) int {
+	nonShared := 0
+	for i, k := range q {
+		if !Admits(k, i, nonShared) {
+			return i
+		}
+		if !k.Shared {
+			nonShared++
+		}
+	}
+	return len(q)
+}
+
+// Wait is what a claim that the rule does not admit waits for: the
+// departure of any one of the claims q[From..To] (indexes into the queue,
+// inclusive) or, when Admission is set, the admission of q[To] as well
+// (the store recording that it took its permit). Nothing else can free
+// the claim, so a store that wakes a waiter only on these events wakes
+// only waiters whose standing may have changed; the waiter then reads its
+// queue again and either holds or waits anew.
+type Wait struct {
+	From, To  int
+	Admission bool
+}
+
+// WaitFor returns what q[i] waits for; i must be at or past FreePrefix(q).
+// Each kind waits for one claim, so a release wakes one waiter (or, after
+// a writer, the readers up to the next writer), except the first waiter of
+// a counted key, which any one of the n holders can admit:
+//
+//   - exclusive: the claim just ahead;
+//   - shared: the newest claim ahead that is not shared;
+//   - counted, n claims ahead: any of them;
+//   - counted, more than n ahead: the claim just ahead, leaving or being
+//     admitted (its admission means one of the n holders left, and the
+//     claim is then first in line).
+//
+// A queue whose claims disagree on n (a store that checks the count only
+// against the claim ahead can briefly hold one) is treated conservatively:
+// a claim of another kind ahead is waited for as if exclusive.
+func WaitFor(q []Kind, i int) Wait {
+	k := q[i]
+	switch {
+	case k.Permits > 1 && i == k.Permits && agree(q[:i], k):
+		return Wait{From: 0, To: i - 1}
+	case k.Permits > 1 && agree(q[:i], k):
+		return Wait{From: i - 1, To: i - 1, Admission: true}
+	case k.Shared:
+		for j := i - 1; j >= 0; j-- {
+			if !q[j].Shared {
+				return Wait{From: j, To: j}
+			}
+		}
+	}
+	return Wait{From: i - 1, To: i - 1}
+}
+
+func agree(q []Kind, k Kind) bool {
+	for _, o := range q {
+		if o != k {
+			return false
+		}
+	}
+	return true
+}
+
+// NoPermit is the permit of a counted claim that has not taken one yet.
+const NoPermit = -1
+
+// PermitFor returns the permit that q[i], a counted claim the rule admits,
+// takes: the lowest one that no claim ahead of it holds, given permits,
+// the permit each claim of q has recorded (NoPermit if none). Holders take
+// their permits in token order, so every token issued for a permit is
+// greater than the earlier tokens of that permit: while a claim ahead has
+// not recorded its own, PermitFor returns NoPermit and that claim's index,
+// whose admission q[i] must wait for; otherwise it returns the permit and
+// -1.
+func PermitFor(permits []int, n, i int) (permit, waitFor int) {
+	var used PermitSet
+	for j, p := range permits[:i] {
+		if p == NoPermit {
+			return NoPermit, j
+		}
+		used.Set(p)
+	}
+	return used.Lowest(n), -1
+}
+
+// PermitSet is a set of permit numbers, 0..MaxPermits-1. The zero value is
+// empty.
+type PermitSet [MaxPermits / 64]uint64
+
+// Set adds p to the set.
+func (s *PermitSet) Set(p int) { s[p/64] |= 1 << (p % 64) }
+
+// Clear removes p from the set.
+func (s *PermitSet) Clear(p int) { s[p/64] &^= 1 << (p % 64) }
+
+// Lowest returns the lowest permit below n not in the set, or NoPermit if
+// all n are.
+func (s *PermitSet) Lowest(n int) int {
+	for i, w := range s[:(n+63)/64] {
+		if w != ^uint64(0) {
+			if p := i*64 + bits.TrailingZeros64(^w); p < n {
+				return p
+			}
+			break
+		}
+	}
+	return NoPermit
+}
