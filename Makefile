@@ -1,5 +1,7 @@
-# One command runs every test of both modules, the etcd ones included: the
-# tests start an embedded etcd themselves, so nothing needs installing.
+# One command runs every test of both modules against real servers the
+# tests start themselves: an embedded etcd, and PostgreSQL and redis-server
+# from the system's binaries (scripts/ensure-servers installs the Debian
+# packages first when they are missing).
 #
 #   make test               all tests, race detector on
 #   make quickstart         the in-process quickstart
@@ -15,6 +17,7 @@ TESTFLAGS   ?= -race -count=1 -timeout 15m
 .PHONY: test quickstart lint bench bench-uncontended
 
 test:
+	./scripts/ensure-servers
 	$(GO) test $(TESTFLAGS) ./...
 	cd tests && $(GO) test $(TESTFLAGS) ./...
 
