@@ -87,20 +87,34 @@ func (b *Backend) reconnect(ctx context.Context) *pgx.Conn {
 }
 
 // verify checks once that a held claim still has every row, after the
-// listener missed events; a claim found gone is lost. A check that fails
-// is left alone: the client's own lease deadline still holds.
+// listener missed events; a claim found gone is lost. A check that cannot
+// reach the server is tried again, with backoff, until ctx ends: the
+// client's own lease deadline covers the meantime.
 func (b *Backend) verify(ctx context.Context, c *holding) {
-	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
-	defer cancel()
 	keys := make([]string, len(c.refs))
 	for i, r := range c.refs {
 		keys[i] = r.key
 	}
-	var n int
-	if err := b.pool.QueryRow(ctx, b.sql.verify, keys, c.refs[0].token, c.name).Scan(&n); err != nil || n == len(keys) {
-		return
-	}
-	if call, ok := b.hub.lose(c); ok {
-		call.call()
+	for d := minBackoff; ; d = min(2*d, maxBackoff) {
+		var n int
+		qctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+		err := b.pool.QueryRow(qctx, b.sql.verify, keys, c.refs[0].token, c.name).Scan(&n)
+		cancel()
+		switch {
+		case err == nil && n == len(keys):
+			return
+		case err == nil:
+			if call, ok := b.hub.lose(c); ok {
+				call.call()
+			}
+			return
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
 	}
 }

@@ -61,7 +61,14 @@ func pool(t testing.TB, app string) *pgxpool.Pool {
 // in t.Cleanup (the Backend first).
 func newBackend(t testing.TB, schema string) (*postgres.Backend, *pgxpool.Pool) {
 	t.Helper()
-	p := pool(t, "ashlock-"+schema)
+	return newBackendApp(t, schema, "ashlock-"+schema)
+}
+
+// newBackendApp is newBackend whose connections (listener included) have
+// application name app, for pgtest's Terminate.
+func newBackendApp(t testing.TB, schema, app string) (*postgres.Backend, *pgxpool.Pool) {
+	t.Helper()
+	p := pool(t, app)
 	b, err := postgres.New(testCtx(t, 30*time.Second), p, postgres.WithSchema(schema))
 	if err != nil {
 		t.Fatalf("postgres.New: %v", err)
