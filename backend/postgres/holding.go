@@ -124,10 +124,3 @@ func (h *hub) lose(c *holding) (lossCall, bool) {
 	defer h.mu.Unlock()
 	return h.lostLocked(c)
 }
-
-// isLost reports whether c was lost while acquiring.
-func (h *hub) isLost(c *holding) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return c.state == lost
-}

@@ -29,7 +29,7 @@ func init() {
 func ParseSeed(seed string) (connString, schema string, err error) {
 	u, err := url.Parse(seed)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return "", "", fmt.Errorf("%w: postgres seed: want postgres://... or postgresql://...", backend.ErrInvalidConfig)
+		return "", "", fmt.Errorf("%w: postgres seed: want a postgres:// or postgresql:// URL", backend.ErrInvalidConfig)
 	}
 	q := u.Query()
 	schema = DefaultSchema
