@@ -116,3 +116,15 @@ func (w WithShared) Run() int {
 	defer s.Close()
 	return w.M.Run()
 }
+
+// ProxyT starts a proxy in front of the server (see NewProxy), closed in
+// t.Cleanup.
+func (s *Server) ProxyT(t testing.TB) *Proxy {
+	t.Helper()
+	p, err := s.NewProxy()
+	if err != nil {
+		t.Fatalf("pgtest: proxy: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
