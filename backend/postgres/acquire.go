@@ -69,7 +69,7 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 		err = a.lostError()
 	}
 	if err != nil {
-		a.discard()
+		a.discard(ctx, err)
 		return backend.Claim{}, err
 	}
 	return c, nil
@@ -263,18 +263,52 @@ func (a *acquisition) admit(ctx context.Context, p int) error {
 }
 
 // discard removes whatever the failed acquisition may have left in the
-// store, with a bounded context of its own: the caller's has often ended.
-func (a *acquisition) discard() {
+// store, by name, with a context of its own: the caller's has often ended.
+// When the server did not answer in time (ctx ended, or it was out of
+// reach) the removal goes on in the background, again with backoff until
+// it succeeds or the Backend closes, so that the caller is not kept past
+// its deadline and the rows never outlive their lease's renewals for
+// good; otherwise Acquire returns once it is done.
+func (a *acquisition) discard(ctx context.Context, err error) {
 	if a.hold != nil {
 		a.b.hub.leave(a.hold)
-		defer a.b.hub.forget(a.hold)
 	}
 	if !a.mayExist {
+		a.forget()
 		return
 	}
+	if ctx.Err() == nil && !errors.Is(err, backend.ErrUnavailable) && a.cleanup() == nil {
+		a.forget()
+		return
+	}
+	if !a.b.spawn(func() {
+		defer a.forget()
+		for d := minBackoff; a.cleanup() != nil; d = min(2*d, maxBackoff) {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-a.b.done:
+				t.Stop()
+				return
+			}
+		}
+	}) {
+		a.forget()
+	}
+}
+
+// cleanup deletes the acquisition's rows by name, once.
+func (a *acquisition) cleanup() error {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	_, _ = a.b.pool.Exec(ctx, a.b.sql.cleanup, a.keys, a.req.ID)
+	_, err := a.b.pool.Exec(ctx, a.b.sql.cleanup, a.keys, a.req.ID)
+	return err
+}
+
+func (a *acquisition) forget() {
+	if a.hold != nil {
+		a.b.hub.forget(a.hold)
+	}
 }
 
 // retry runs f, again after a failure to reach the server, with backoff,

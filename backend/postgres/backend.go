@@ -31,7 +31,13 @@ type Backend struct {
 	closeOnce sync.Once
 	done      chan struct{} // closed by Close
 	stop      context.CancelFunc
-	bg        sync.WaitGroup // the listener and the checks it starts
+
+	// bg counts the Backend's goroutines (the listener, its checks,
+	// background cleanups); Close waits for them. spawn adds to it only
+	// while open, under mu, so no Add races with Close's Wait.
+	mu       sync.Mutex
+	isClosed bool
+	bg       sync.WaitGroup
 }
 
 // Option configures a Backend in New.
@@ -83,12 +89,24 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Backend, err
 	}
 	lctx, stop := context.WithCancel(context.Background())
 	b.stop = stop
+	b.spawn(func() { b.listen(lctx, conn) })
+	return b, nil
+}
+
+// spawn runs f on a goroutine of the Backend's, unless the Backend is
+// closed; it reports whether it did.
+func (b *Backend) spawn(f func()) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.isClosed {
+		return false
+	}
 	b.bg.Add(1)
 	go func() {
 		defer b.bg.Done()
-		b.listen(lctx, conn)
+		f()
 	}()
-	return b, nil
+	return true
 }
 
 // Close stops the listener and ends every Acquire and Observe still
@@ -97,6 +115,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Backend, err
 // Close returns nil.
 func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
+		b.mu.Lock()
+		b.isClosed = true
+		b.mu.Unlock()
 		close(b.done)
 		b.stop()
 		b.bg.Wait()

@@ -57,11 +57,7 @@ func (b *Backend) listen(ctx context.Context, conn *pgx.Conn) {
 			return
 		}
 		for _, c := range b.hub.resync() {
-			b.bg.Add(1)
-			go func() {
-				defer b.bg.Done()
-				b.verify(ctx, c)
-			}()
+			b.spawn(func() { b.verify(ctx, c) })
 		}
 	}
 }

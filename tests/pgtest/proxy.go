@@ -106,6 +106,16 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	}
 }
 
+// Sever closes every connection through the proxy, as a network that
+// resets them; new ones are forwarded as before.
+func (p *Proxy) Sever() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
 // Close stops the proxy and closes every connection through it, then waits
 // for its goroutines. It is safe to call more than once.
 func (p *Proxy) Close() error {
