@@ -23,10 +23,11 @@ var (
 // with New; it is safe for concurrent use. It uses the caller's pool for
 // every statement and one connection of its own for LISTEN.
 type Backend struct {
-	pool   *pgxpool.Pool
-	schema string
-	sql    statements
-	hub    *hub
+	pool      *pgxpool.Pool
+	schema    string
+	sql       statements
+	hub       *hub
+	listenCfg *pgx.ConnConfig // the listener's; copied for each connection
 
 	closeOnce sync.Once
 	done      chan struct{} // closed by Close
@@ -43,7 +44,10 @@ type Backend struct {
 // Option configures a Backend in New.
 type Option func(*config)
 
-type config struct{ schema string }
+type config struct {
+	schema string
+	listen *pgx.ConnConfig
+}
 
 // WithSchema sets the schema that holds the Backend's tables (default
 // DefaultSchema, "ashlock"). It must be a plain lower-case identifier of at
@@ -51,6 +55,19 @@ type config struct{ schema string }
 // wrapping backend.ErrInvalidConfig. Backends that share a schema share
 // their locks.
 func WithSchema(name string) Option { return func(c *config) { c.schema = name } }
+
+// WithListenConfig sets the connection config of the Backend's listener
+// connection (default: a copy of the pool's). Use it when the pool goes
+// through a pooler in transaction mode, which LISTEN does not survive:
+// point the listener at the server, or at a session-mode pool, on the
+// same database. The Backend keeps its own copy.
+func WithListenConfig(cfg *pgx.ConnConfig) Option {
+	return func(c *config) {
+		if cfg != nil {
+			c.listen = cfg.Copy()
+		}
+	}
+}
 
 // New returns a Backend on pool, which the caller owns and closes after
 // the Backend. It creates the schema, tables, sequence and trigger it needs
@@ -77,11 +94,15 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Backend, err
 		return nil, unavailable(ctx, "create schema", err)
 	}
 	b := &Backend{
-		pool:   pool,
-		schema: cfg.schema,
-		sql:    newStatements(pgx.Identifier{cfg.schema}.Sanitize()),
-		hub:    newHub(),
-		done:   make(chan struct{}),
+		pool:      pool,
+		schema:    cfg.schema,
+		sql:       newStatements(pgx.Identifier{cfg.schema}.Sanitize()),
+		hub:       newHub(),
+		done:      make(chan struct{}),
+		listenCfg: cfg.listen,
+	}
+	if b.listenCfg == nil {
+		b.listenCfg = pool.Config().ConnConfig.Copy()
 	}
 	conn, err := b.listenConn(ctx)
 	if err != nil {

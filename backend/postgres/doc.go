@@ -87,7 +87,7 @@
 // The pool may go through a pooler in transaction mode (PgBouncer): every
 // statement is a single statement or one batch, and no transaction stays
 // open between round trips (prepared statements need the pooler's support
-// for them, or pgx.QueryExecModeExec). The listener needs a session: it
-// connects with the pool's connection config, so point that at the
-// server, or at a session-mode pool, for LISTEN to work.
+// for them, or pgx.QueryExecModeExec). The listener needs a session: give
+// it a connection config of its own with WithListenConfig, pointing at
+// the server or at a session-mode pool.
 package postgres

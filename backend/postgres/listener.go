@@ -7,10 +7,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// listenConn opens the Backend's listener connection, a copy of the pool's
-// connection config, and subscribes it to the schema's channel.
+// listenConn opens the Backend's listener connection and subscribes it to
+// the schema's channel.
 func (b *Backend) listenConn(ctx context.Context) (*pgx.Conn, error) {
-	conn, err := pgx.ConnectConfig(ctx, b.pool.Config().ConnConfig.Copy())
+	conn, err := pgx.ConnectConfig(ctx, b.listenCfg.Copy())
 	if err != nil {
 		return nil, err
 	}

@@ -4,9 +4,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ash-lock/ashlock/backend"
+	"github.com/ash-lock/ashlock/backend/postgres"
 )
 
 // When pg_terminate_backend cuts every connection of a Backend, its
@@ -76,6 +78,56 @@ func awaitWaiter(t *testing.T, b backend.Backend, key, owner string) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s not queued at %q within %v", owner, key, waitBound)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// WithListenConfig gives the listener a connection of its own config (as
+// behind a transaction-mode pooler): the pool's application name is not
+// on it, and the listener reconnects with its own config after it is cut.
+func TestListenConfig(t *testing.T) {
+	schema := uniqueSchema(t)
+	p := pool(t, "lc-pool")
+	lc, err := pgx.ParseConfig(shared.DSN(database(t)))
+	require.NoError(t, err)
+	lc.RuntimeParams["application_name"] = "lc-listener"
+	ctx := testCtx(t, 2*waitBound)
+	b, err := postgres.New(ctx, p, postgres.WithSchema(schema), postgres.WithListenConfig(lc))
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	l, err := b.Grant(ctx, time.Minute)
+	require.NoError(t, err)
+
+	n, err := shared.Terminate(ctx, "lc-listener")
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "connections with the listener's config")
+	lost := make(chan error, 1)
+	_, err = b.Acquire(ctx, backend.AcquireRequest{Key: "k", ID: "h", Lease: l.ID, Wait: true, Fair: true,
+		OnLost: backend.LossFunc(func(err error) { lost <- err })})
+	require.NoError(t, err)
+	awaitListening(t, "lc-listener")
+	require.NoError(t, b.Revoke(ctx, l.ID))
+	select {
+	case <-lost:
+	case <-time.After(waitBound):
+		t.Fatal("no loss reported after the listener reconnected")
+	}
+}
+
+// awaitListening polls until a connection of application app is listening.
+func awaitListening(t *testing.T, app string) {
+	t.Helper()
+	deadline := time.Now().Add(waitBound)
+	for {
+		var n int
+		require.NoError(t, pool(t, "await").QueryRow(testCtx(t, waitBound),
+			`SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'`, app).Scan(&n))
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection of %s listens after %v", app, waitBound)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
