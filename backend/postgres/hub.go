@@ -59,10 +59,20 @@ func newHub() *hub {
 type waiter struct {
 	keys    []string
 	reading bool
-	seen    []event // while reading: the events of its keys
-	resync  bool    // the listener reconnected: read again
-	want    map[ref]bool
+	seen    []event       // while reading: the events of its keys
+	resync  bool          // the listener reconnected: read again
+	want    waitSet       // what wakes it once armed
 	wake    chan struct{} // cap 1
+}
+
+// waitSet names the claims whose events wake a waiter: each one's delete,
+// and its admission as well where the value is true.
+type waitSet map[ref]bool
+
+// wakes reports whether e is one of the events s waits for.
+func (s waitSet) wakes(e event) bool {
+	admission, ok := s[e.ref]
+	return ok && (e.kind == 'd' || (e.kind == 'a' && admission))
 }
 
 // addWaiter registers a waiter on keys; remove it with dropWaiter.
@@ -108,7 +118,7 @@ func (h *hub) begin(w *waiter) {
 // arm ends a round's read: from now on an event of a claim in want wakes
 // w. It reports whether such an event, or a reconnection, came during the
 // read, in which case the caller reads again at once.
-func (h *hub) arm(w *waiter, want map[ref]bool) bool {
+func (h *hub) arm(w *waiter, want waitSet) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	w.reading, w.want = false, want
@@ -116,7 +126,7 @@ func (h *hub) arm(w *waiter, want map[ref]bool) bool {
 		return true
 	}
 	for _, e := range w.seen {
-		if want[e.ref] {
+		if want.wakes(e) {
 			return true
 		}
 	}
@@ -162,7 +172,7 @@ func (h *hub) dispatch(e event) []lossCall {
 		switch {
 		case w.reading:
 			w.seen = append(w.seen, e)
-		case w.want[e.ref]:
+		case w.want.wakes(e):
 			signal(w.wake)
 		}
 	}

@@ -14,10 +14,10 @@ type standing struct {
 	permit   int
 	// acquiredAt is when an admitted claim came to hold its keys.
 	acquiredAt time.Time
-	// want names the claims whose events (delete, admission) can change
-	// the standing; blockers are those among them whose lease's expiry
-	// would too.
-	want     map[ref]bool
+	// want names the claims whose events (delete, and for some
+	// admission) can change the standing; blockers are those among them
+	// whose lease's expiry would too.
+	want     waitSet
 	blockers []queued
 }
 
@@ -26,10 +26,10 @@ type standing struct {
 // now, at the back of every queue (a request that does not queue);
 // otherwise the acquisition's own claim, by its token.
 func (a *acquisition) judge(rows []queued, virtual bool) standing {
-	s := standing{holds: true, admitted: !virtual, want: make(map[ref]bool)}
+	s := standing{holds: true, admitted: !virtual, want: make(waitSet)}
 	if !virtual {
 		for _, k := range a.keys {
-			s.want[ref{key: k, token: a.token}] = true // our own loss ends the wait
+			s.want[ref{key: k, token: a.token}] = false // our own loss ends the wait
 		}
 	}
 	for _, key := range a.keys {
@@ -72,8 +72,8 @@ func (a *acquisition) judge(rows []queued, virtual bool) standing {
 		}
 		s.holds = false
 		w := backend.WaitFor(kinds, i)
-		for _, r := range q[w.From : w.To+1] {
-			s.wait(r)
+		for j, r := range q[w.From : w.To+1] {
+			s.wait(r, w.Admission && w.From+j == w.To)
 		}
 	}
 	return s
@@ -93,7 +93,7 @@ func (s *standing) permitAt(q []queued, i, n int) {
 	p, older := backend.PermitFor(permits, n, i)
 	if older >= 0 {
 		s.holds = false
-		s.wait(q[older])
+		s.wait(q[older], true)
 		return
 	}
 	if s.holds {
@@ -101,8 +101,10 @@ func (s *standing) permitAt(q []queued, i, n int) {
 	}
 }
 
-// wait adds r to what the claim waits for.
-func (s *standing) wait(r queued) {
-	s.want[ref{key: r.key, token: r.token}] = true
+// wait adds r's departure to what the claim waits for, and its admission
+// too if admission.
+func (s *standing) wait(r queued, admission bool) {
+	k := ref{key: r.key, token: r.token}
+	s.want[k] = s.want[k] || admission
 	s.blockers = append(s.blockers, r)
 }
