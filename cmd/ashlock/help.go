@@ -20,6 +20,9 @@ Backends (--seed, default $ASHLOCK_SEED, else memory://):
   etcd://HOST:PORT[,HOST:PORT...]/PREFIX/
       etcd v3; locks are shared by everyone using the same endpoints and
       PREFIX (default ashlock/). This is the backend to use.
+  postgres://USER@HOST:PORT/DB?ashlock_schema=SCHEMA  (or postgresql://)
+      PostgreSQL (a libpq URL); locks are shared by everyone using the same
+      database and SCHEMA (default ashlock), whose tables it creates.
   memory://
       in-process: every ashlock process has locks of its own, so this
       excludes nothing between two ashlock runs. Useful for trying the

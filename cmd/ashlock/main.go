@@ -9,7 +9,8 @@
 //
 // See "ashlock --help" for flags, environment and exit codes. The default
 // backend is in-process (memory://), which locks nothing across processes;
-// real use points --seed or $ASHLOCK_SEED at etcd.
+// real use points --seed or $ASHLOCK_SEED at etcd or PostgreSQL
+// (postgres://user@host/db?ashlock_schema=locks).
 package main
 
 import (

@@ -1,0 +1,57 @@
+package postgres
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+func TestSchemaNames(t *testing.T) {
+	for _, name := range []string{"ashlock", "_x", "locks_2", "a" + strings.Repeat("b", maxSchemaLen-1)} {
+		if err := checkSchema(name); err != nil {
+			t.Errorf("checkSchema(%q) = %v, want nil", name, err)
+		}
+	}
+	for _, name := range []string{"", "Ashlock", "1x", "a-b", "a b", `a"b`, "a;drop table x", "ünï", "a.b",
+		"a" + strings.Repeat("b", maxSchemaLen)} {
+		if err := checkSchema(name); !errors.Is(err, backend.ErrInvalidConfig) {
+			t.Errorf("checkSchema(%q) = %v, want ErrInvalidConfig", name, err)
+		}
+	}
+}
+
+func TestParseSeed(t *testing.T) {
+	cases := []struct {
+		seed, conn, schema string
+	}{
+		{"postgres://u@h:5432/db", "postgres://u@h:5432/db", "ashlock"},
+		{"postgresql://u@h/db?sslmode=disable&ashlock_schema=locks", "postgresql://u@h/db?sslmode=disable", "locks"},
+		{"postgres://u:p%40ss@h/db?ashlock_schema=x", "postgres://u:p%40ss@h/db", "x"},
+	}
+	for _, c := range cases {
+		conn, schema, err := ParseSeed(c.seed)
+		if err != nil || conn != c.conn || schema != c.schema {
+			t.Errorf("ParseSeed(%q) = %q, %q, %v; want %q, %q", c.seed, conn, schema, err, c.conn, c.schema)
+		}
+	}
+	for _, seed := range []string{"etcd://h/x", "postgres://h/db?ashlock_schema=Bad-Name",
+		"postgres://h/db?ashlock_schema=a&ashlock_schema=b", "postgres://h/db?ashlock_schema="} {
+		if _, _, err := ParseSeed(seed); !errors.Is(err, backend.ErrInvalidConfig) {
+			t.Errorf("ParseSeed(%q) = %v, want ErrInvalidConfig", seed, err)
+		}
+	}
+}
+
+func TestParseEvent(t *testing.T) {
+	e, ok := parseEvent("d42:orders/4:x y")
+	if !ok || e.kind != 'd' || e.token != 42 || e.key != "orders/4:x y" {
+		t.Errorf("parseEvent = %+v, %v", e, ok)
+	}
+	for _, p := range []string{"", "d", "dx:k", "d12"} {
+		if _, ok := parseEvent(p); ok {
+			t.Errorf("parseEvent(%q) accepted", p)
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package pgbackend_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ash-lock/ashlock/backend"
+	"github.com/ash-lock/ashlock/backend/postgres"
+)
+
+// An enqueue that commits but whose reply is lost leaves no row: the
+// failed Acquire deletes its claim by name once the server can be reached
+// again, though it never learnt the claim's token.
+func TestLostEnqueueReplyLeavesNoRow(t *testing.T) {
+	schema := uniqueSchema(t)
+	direct, admin := newBackend(t, schema)
+	proxy := shared.ProxyT(t)
+	cfg, err := pgxpool.ParseConfig(proxy.DSN(database(t)))
+	require.NoError(t, err)
+	ctx := testCtx(t, 3*waitBound)
+	ap, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(ap.Close)
+	ab, err := postgres.New(ctx, ap, postgres.WithSchema(schema))
+	require.NoError(t, err)
+	t.Cleanup(func() { ab.Close() })
+
+	// The key's row exists once it has been used.
+	l, err := direct.Grant(ctx, time.Minute)
+	require.NoError(t, err)
+	c, err := direct.Acquire(ctx, backend.AcquireRequest{Key: "k", ID: "first", Lease: l.ID, Wait: true, Fair: true})
+	require.NoError(t, err)
+	require.NoError(t, direct.Release(ctx, c))
+
+	al, err := ab.Grant(ctx, time.Minute)
+	require.NoError(t, err)
+	// Hold the key's row so that the enqueue waits inside the server.
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(context.Background())
+	_, err = tx.Exec(ctx, fmt.Sprintf(`SELECT 1 FROM %s.keys WHERE key = 'k' FOR UPDATE`, pgx.Identifier{schema}.Sanitize()))
+	require.NoError(t, err)
+
+	actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	failed := make(chan error, 1)
+	go func() {
+		_, err := ab.Acquire(actx, backend.AcquireRequest{Key: "k", ID: "lost", Lease: al.ID, Owner: "lost", Wait: true, Fair: true})
+		failed <- err
+	}()
+	awaitBlockedOnLock(t, admin)
+	proxy.Blackhole(true)
+	require.NoError(t, tx.Commit(ctx)) // the enqueue commits; its reply is dropped
+	require.ErrorIs(t, <-failed, context.DeadlineExceeded)
+	require.Equal(t, 1, rows(t, schema, "k"), "the enqueue did not commit: the test shows nothing")
+
+	proxy.Blackhole(false)
+	proxy.Sever() // the connections that lost bytes are reset
+	deadline := time.Now().Add(waitBound)
+	for rows(t, schema, "k") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the claim of the failed Acquire is still there %v after the server came back", waitBound)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// And the key is free for the next.
+	c, err = direct.Acquire(ctx, backend.AcquireRequest{Key: "k", ID: "next", Lease: l.ID, Wait: false, Fair: true})
+	require.NoError(t, err)
+	require.NoError(t, direct.Release(ctx, c))
+}
+
+// awaitBlockedOnLock polls until some statement waits for a lock.
+func awaitBlockedOnLock(t *testing.T, p *pgxpool.Pool) {
+	t.Helper()
+	deadline := time.Now().Add(waitBound)
+	for {
+		var n int
+		require.NoError(t, p.QueryRow(testCtx(t, waitBound), `SELECT count(*) FROM pg_locks WHERE NOT granted`).Scan(&n))
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no statement waits for a lock after %v", waitBound)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

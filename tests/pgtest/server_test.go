@@ -1,0 +1,62 @@
+package pgtest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+)
+
+func testCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Committed rows survive an immediate shutdown and restart, and a sequence
+// carries on past every value it handed out: what tokens rely on.
+func TestCrashRestartKeepsCommittedData(t *testing.T) {
+	s := Start(t)
+	db := s.NewDatabase(t)
+	p := s.Pool(t, db, "restart-test", nil)
+	ctx := testCtx(t, time.Minute)
+	_, err := p.Exec(ctx, `CREATE TABLE t (v int); CREATE SEQUENCE q`)
+	require.NoError(t, err)
+	var before int64
+	require.NoError(t, p.QueryRow(ctx, `INSERT INTO t VALUES (7) RETURNING nextval('q')`).Scan(&before))
+
+	s.RestartT(t)
+	p.Reset() // its connections died with the server
+	var v int
+	var after int64
+	require.NoError(t, p.QueryRow(ctx, `SELECT v, nextval('q') FROM t`).Scan(&v, &after))
+	require.Equal(t, 7, v)
+	require.Greater(t, after, before)
+}
+
+// A paused server answers nothing until resumed; a terminated connection
+// is gone, others of other applications stay.
+func TestPauseAndTerminate(t *testing.T) {
+	db := shared.NewDatabase(t)
+	victim := shared.Pool(t, db, "victim", func(c *pgxpool.Config) { c.MinConns = 2 })
+	bystander := shared.Pool(t, db, "bystander", nil)
+	ctx := testCtx(t, time.Minute)
+	require.NoError(t, victim.Ping(ctx))
+	require.NoError(t, bystander.Ping(ctx))
+
+	require.NoError(t, shared.Pause())
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	err := bystander.QueryRow(short, `SELECT 1`).Scan(new(int))
+	cancel()
+	require.Error(t, err, "a paused server answered")
+	require.NoError(t, shared.Resume())
+
+	n, err := shared.Terminate(ctx, "victim")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, n, 1)
+	var alive int
+	require.NoError(t, bystander.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'victim'`).Scan(&alive))
+	require.Zero(t, alive)
+}
