@@ -345,7 +345,13 @@ func (l *lossListener) ClaimLost(cause error) { (*guardState)(l).lost(cause) }
 // once: if the store no longer has it, every guard on it is poisoned
 // together instead of each waiting for its own report.
 func (s *guardState) lost(cause error) {
-	if s.end(fmt.Errorf("%w: %w", ErrLeaseExpired, cause)) {
+	// A backend's cause usually wraps ErrLeaseExpired already: wrap only
+	// one that does not, so that the guard's error and the warning name
+	// the sentinel once.
+	if !errors.Is(cause, ErrLeaseExpired) {
+		cause = fmt.Errorf("%w: %w", ErrLeaseExpired, cause)
+	}
+	if s.end(cause) {
 		s.client.wd.leaveLost(s.lease, s)
 	}
 }

@@ -70,13 +70,18 @@ const (
 // (see MaxValueLen and MaxValueTotal), or nil if it can. The error wraps
 // no sentinel: each caller wraps the one its API promises for bad input.
 func CheckValue(v []byte, keys int) error {
-	switch n := len(v); {
-	case n > MaxValueLen:
-		return fmt.Errorf("value of %d bytes, more than %d", n, MaxValueLen)
-	case n*keys > MaxValueTotal:
-		return fmt.Errorf("value of %d bytes on %d keys, more than %d bytes in all", n, keys, MaxValueTotal)
+	// Small enough to inline: every request is checked.
+	if n := len(v); n > MaxValueLen || n*keys > MaxValueTotal {
+		return valueError(n, keys)
 	}
 	return nil
+}
+
+func valueError(n, keys int) error {
+	if n > MaxValueLen {
+		return fmt.Errorf("value of %d bytes, more than %d", n, MaxValueLen)
+	}
+	return fmt.Errorf("value of %d bytes on %d keys, more than %d bytes in all", n, keys, MaxValueTotal)
 }
 
 // ContextError is the error a Backend method returns when ctx ended while

@@ -31,14 +31,11 @@ func Describe(key string, q []Queued, waiters bool) LockInfo {
 		return info
 	}
 	info.Permits = q[0].Kind.Permits
-	nonShared := 0
+	var s scan
 	free := true
 	for i := range q {
 		c := &q[i]
-		free = free && Admits(c.Kind, i, nonShared)
-		if !c.Kind.Shared {
-			nonShared++
-		}
+		free = free && s.next(c.Kind)
 		if !free && !waiters {
 			break
 		}

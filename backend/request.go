@@ -35,7 +35,24 @@ func CheckKey(key string) error {
 		return fmt.Errorf("%w: empty", ErrInvalidKey)
 	case len(key) > MaxKeyLen:
 		return fmt.Errorf("%w: %d bytes, longer than %d", ErrInvalidKey, len(key), MaxKeyLen)
-	case !utf8.ValidString(key):
+	}
+	// Every request is checked, and most keys are ASCII: one pass over
+	// the bytes settles those.
+	for i := 0; i < len(key); i++ {
+		b := key[i]
+		if b >= utf8.RuneSelf {
+			return checkKeyRunes(key)
+		}
+		if b < 0x20 || b == 0x7f {
+			return fmt.Errorf("%w: control character %U at byte %d", ErrInvalidKey, rune(b), i)
+		}
+	}
+	return nil
+}
+
+// checkKeyRunes is CheckKey for a key that is not all ASCII.
+func checkKeyRunes(key string) error {
+	if !utf8.ValidString(key) {
 		return fmt.Errorf("%w: not valid UTF-8", ErrInvalidKey)
 	}
 	for i, r := range key {
@@ -59,21 +76,26 @@ func CheckRequest(req *AcquireRequest) error {
 	bad := func(sentinel error, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...)))
 	}
-	keys := req.AllKeys()
-	switch n := len(keys); {
-	case n == 0:
-		bad(ErrInvalidKey, "a multi-key request without keys")
-	case n > MaxKeys:
-		bad(ErrInvalidConfig, "%d keys, more than %d", n, MaxKeys)
-	case keys[0] != req.Key:
-		bad(ErrInvalidConfig, "Keys[0] is %q, not Key %q", keys[0], req.Key)
-	}
-	for i, k := range keys {
-		if err := CheckKey(k); err != nil {
+	if req.Keys == nil {
+		if err := CheckKey(req.Key); err != nil {
 			errs = append(errs, err)
 		}
-		if i > 0 && keys[i-1] >= k {
-			bad(ErrInvalidKey, "keys not sorted and distinct: %q before %q", keys[i-1], k)
+	} else {
+		switch n := len(req.Keys); {
+		case n == 0:
+			bad(ErrInvalidKey, "a multi-key request without keys")
+		case n > MaxKeys:
+			bad(ErrInvalidConfig, "%d keys, more than %d", n, MaxKeys)
+		case req.Keys[0] != req.Key:
+			bad(ErrInvalidConfig, "Keys[0] is %q, not Key %q", req.Keys[0], req.Key)
+		}
+		for i, k := range req.Keys {
+			if err := CheckKey(k); err != nil {
+				errs = append(errs, err)
+			}
+			if i > 0 && req.Keys[i-1] >= k {
+				bad(ErrInvalidKey, "keys not sorted and distinct: %q before %q", req.Keys[i-1], k)
+			}
 		}
 	}
 	switch {
@@ -84,7 +106,7 @@ func CheckRequest(req *AcquireRequest) error {
 	case req.Keys != nil && req.Permits > 1:
 		bad(ErrInvalidConfig, "a multi-key lock with %d permits", req.Permits)
 	}
-	if err := CheckValue(req.Value, max(len(keys), 1)); err != nil {
+	if err := CheckValue(req.Value, max(len(req.Keys), 1)); err != nil {
 		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
 	}
 	if err := CheckOwner(req.Owner); err != nil {
@@ -96,8 +118,21 @@ func CheckRequest(req *AcquireRequest) error {
 // CheckOwner reports why label cannot be a claim's owner label, or nil.
 // The error wraps ErrInvalidConfig.
 func CheckOwner(label string) error {
-	if len(label) > MaxOwnerLen || !utf8.ValidString(label) {
-		return fmt.Errorf("%w: owner label must be at most %d bytes of UTF-8", ErrInvalidConfig, MaxOwnerLen)
+	if len(label) > MaxOwnerLen || !validUTF8(label) {
+		return errBadOwner
 	}
 	return nil
+}
+
+var errBadOwner = fmt.Errorf("%w: owner label must be at most %d bytes of UTF-8", ErrInvalidConfig, MaxOwnerLen)
+
+// validUTF8 is utf8.ValidString, with a pass over the bytes first that
+// settles the ASCII strings most labels are at less cost.
+func validUTF8(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return utf8.ValidString(s[i:])
+		}
+	}
+	return true
 }

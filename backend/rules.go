@@ -22,15 +22,23 @@ func (k Kind) Exclusive() bool { return !k.Shared && k.Permits == 1 }
 
 // Admits is the queue rule, the one statement of when a claim is free at a
 // key. The claims ahead of the claim in the key's queue (lower tokens) are
-// ahead in all, nonShared of them not shared; the rule is asked only when
-// every claim ahead is itself free, since a claim blocked by something
-// ahead blocks everything behind it. A claim of kind k is free when:
+// ahead in all, nonShared of them not shared, and unlike says whether any
+// of them is of another kind than k; the rule is asked only when every
+// claim ahead is itself free, since a claim blocked by something ahead
+// blocks everything behind it. A claim of kind k is free when:
 //
 //   - exclusive: no claim is ahead;
 //   - shared: no claim that is not shared is ahead, so a run of readers
 //     holds together and a writer queued among them keeps the readers
 //     behind it waiting;
-//   - counted (n permits): fewer than n claims are ahead.
+//   - counted (n permits): fewer than n claims are ahead, all counted
+//     with n.
+//
+// The claims of a queue agree on n, but a store that checks the count only
+// against the claim just ahead can briefly queue one that does not; a
+// claim of another kind ahead then blocks a counted claim as an exclusive
+// one would, so that such a queue never has more holders than any of its
+// claims allows. A store whose queues always agree passes unlike false.
 //
 // Each condition only gets easier as claims ahead leave, and claims join
 // only at the back, so a free claim stays free and the free claims of a
@@ -38,10 +46,10 @@ func (k Kind) Exclusive() bool { return !k.Shared && k.Permits == 1 }
 // its keys; one token orders two claims the same way at every key they
 // share, so a claim waits only for claims with smaller tokens and no cycle
 // of waits can form.
-func Admits(k Kind, ahead, nonShared int) bool {
+func Admits(k Kind, ahead, nonShared int, unlike bool) bool {
 	switch {
 	case k.Permits > 1:
-		return ahead < k.Permits
+		return ahead < k.Permits && !unlike
 	case k.Shared:
 		return nonShared == 0
 	default:
@@ -52,16 +60,42 @@ func Admits(k Kind, ahead, nonShared int) bool {
 // FreePrefix returns how many claims at the head of q, the kinds of a
 // key's queue in token order, the rule admits (see Admits).
 func FreePrefix(q []Kind) int {
-	nonShared := 0
+	var s scan
 	for i, k := range q {
-		if !Admits(k, i, nonShared) {
+		if !s.next(k) {
 			return i
-		}
-		if !k.Shared {
-			nonShared++
 		}
 	}
 	return len(q)
+}
+
+// scan walks a queue in token order while every claim so far is free,
+// keeping what Admits asks about the claims ahead of the next one.
+type scan struct {
+	head      Kind // the kind of the queue's first claim
+	ahead     int  // claims seen
+	nonShared int  // claims seen that are not shared
+	same      int  // claims at the head of the queue of head's kind
+}
+
+// next reports whether the rule admits k, the claim after those seen, and
+// counts it as seen.
+func (s *scan) next(k Kind) bool {
+	if s.ahead == 0 {
+		s.head = k
+	}
+	// A claim ahead differs from k when the first one does, or, when k is
+	// of the first one's kind, when the run of that kind ends before k.
+	unlike := s.ahead > 0 && (k != s.head || s.same < s.ahead)
+	free := Admits(k, s.ahead, s.nonShared, unlike)
+	if s.same == s.ahead && k == s.head {
+		s.same++
+	}
+	s.ahead++
+	if !k.Shared {
+		s.nonShared++
+	}
+	return free
 }
 
 // Wait is what a claim that the rule does not admit waits for: the
@@ -88,15 +122,22 @@ type Wait struct {
 //     admitted (its admission means one of the n holders left, and the
 //     claim is then first in line).
 //
-// A queue whose claims disagree on n (a store that checks the count only
-// against the claim ahead can briefly hold one) is treated conservatively:
-// a claim of another kind ahead is waited for as if exclusive.
+// A counted claim with a claim of another kind ahead (see Admits) waits for
+// the newest such claim to leave, as a shared one waits for the newest
+// claim ahead that is not shared: it cannot be free while that claim is
+// queued, and once it has left the claim reads its queue again.
 func WaitFor(q []Kind, i int) Wait {
 	k := q[i]
 	switch {
-	case k.Permits > 1 && i == k.Permits && agree(q[:i], k):
-		return Wait{From: 0, To: i - 1}
-	case k.Permits > 1 && agree(q[:i], k):
+	case k.Permits > 1:
+		for j := i - 1; j >= 0; j-- {
+			if q[j] != k {
+				return Wait{From: j, To: j}
+			}
+		}
+		if i == k.Permits {
+			return Wait{From: 0, To: i - 1}
+		}
 		return Wait{From: i - 1, To: i - 1, Admission: true}
 	case k.Shared:
 		for j := i - 1; j >= 0; j-- {
@@ -106,15 +147,6 @@ func WaitFor(q []Kind, i int) Wait {
 		}
 	}
 	return Wait{From: i - 1, To: i - 1}
-}
-
-func agree(q []Kind, k Kind) bool {
-	for _, o := range q {
-		if o != k {
-			return false
-		}
-	}
-	return true
 }
 
 // NoPermit is the permit of a counted claim that has not taken one yet.

@@ -33,12 +33,13 @@ import (
 //
 // On success the claim holds its keys and is returned. On failure nothing
 // is left behind and whatever the claim held passes on. Errors wrap:
-// ErrInvalidRequest (req outside the model's limits),
-// backend.ErrPermitMismatch (a key's queued claims agree on another permit
-// count), backend.ErrLocked (req.Wait false and a claim made now would not
-// hold every key), backend.ErrLeaseExpired (the lease is unknown or ended,
-// or the claim was removed while waiting), backend.ErrClosed, the error of
-// req.Stamp, or ctx's error if it ended first (never ErrLocked then).
+// backend.ErrInvalidKey or backend.ErrInvalidConfig (req outside the
+// model's limits, see backend.CheckRequest), backend.ErrPermitMismatch (a
+// key's queued claims agree on another permit count), backend.ErrLocked
+// (req.Wait false and a claim made now would not hold every key),
+// backend.ErrLeaseExpired (the lease is unknown or ended, or the claim was
+// removed while waiting), backend.ErrClosed, the error of req.Stamp, or
+// ctx's error if it ended first (never ErrLocked then).
 func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (held backend.Claim, err error) {
 	if ctx.Err() != nil {
 		return backend.Claim{}, fmt.Errorf("memory: acquire %q: %w", req.Key, backend.ContextError(ctx))
@@ -72,15 +73,12 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (held
 // uncontended Acquire locks the Backend once, not twice. (Both structs are
 // passed by pointer: copying them is a noticeable part of that path.)
 func (b *Backend) admit(req *backend.AcquireRequest, held *backend.Claim) (*claim, chan struct{}, error) {
-	// The inline test keeps the common request (one key, one permit, a
-	// short value) off validate's call.
-	n := int32(1)
-	if req.Keys != nil || uint(req.Permits) > 1 || len(req.Value) > backend.MaxValueLen {
-		if err := validate(req); err != nil {
-			return nil, nil, err
-		}
-		n = int32(max(req.Permits, 1))
+	// The check looks only at the request, so it runs before the
+	// Backend's mutex is taken.
+	if err := backend.CheckRequest(req); err != nil {
+		return nil, nil, fmt.Errorf("memory: acquire %q: %w", req.Key, err)
 	}
+	n := int32(max(req.Permits, 1))
 	// admitLocked rather than a deferred Unlock: this is half of every
 	// uncontended cycle, and an open-coded defer still costs it.
 	b.mu.Lock()

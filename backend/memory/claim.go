@@ -155,9 +155,6 @@ func (c *claim) noteFree() bool {
 	return c.x.nFree == int32(len(c.x.keys))
 }
 
-// exclusive reports whether the claim needs its keys to itself.
-func (c *claim) exclusive() bool { return !c.shared && c.permits == 1 }
-
 // wake tells a waiting Acquire to look at the claim again. Each claim is
 // woken at most once; later calls are no-ops.
 func (c *claim) wake() {

@@ -33,41 +33,36 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.LockInfo, er
 	return stateOf(k, true), nil
 }
 
-// stateOf is what Inspect reports of k, with the waiters only if waiters
-// (observers are not told about them). Values are copied: the store
-// replaces a claim's value, and a copy keeps callers away from its memory.
-// b.mu held.
+// stateOf is what Inspect reports of k (see backend.Describe), with the
+// waiters only if waiters (observers are not told about them). Values are
+// copied: the store replaces a claim's value, and a copy keeps callers away
+// from its memory. b.mu held.
 func stateOf(k *keyState, waiters bool) backend.LockInfo {
-	info := backend.LockInfo{Key: k.name}
-	if k.queue.empty() {
-		return info
-	}
-	info.Permits = int(k.permits)
+	// Most queues are short: their claims are listed without allocating.
+	var buf [8]backend.Queued
+	q := buf[:0]
 	// The claims that can hold the key are a prefix of the queue (its free
 	// entries); without waiters there is nothing to look at past it.
 	for e := k.queue.head; e != nil && (waiters || e.free); e = e.next {
 		c := e.c
-		if c.state != stateHolding {
-			// A waiter, or a multi-key claim still waiting at another key.
-			if waiters {
-				info.Waiters = append(info.Waiters, backend.Waiter{Owner: c.owner, Token: c.token, Shared: c.shared})
-			}
-			continue
+		permit := backend.NoPermit
+		if c.state == stateHolding {
+			permit = int(c.permit)
 		}
-		info.Holders = append(info.Holders, backend.Holder{
-			Owner:      c.owner,
+		q = append(q, backend.Queued{
+			Kind:       backend.Kind{Shared: c.shared, Permits: int(c.permits)},
 			Token:      c.token,
-			Permit:     int(c.permit),
-			Shared:     c.shared,
-			Value:      bytes.Clone(c.value()),
+			Admitted:   c.state == stateHolding,
+			Permit:     permit,
+			Owner:      c.owner,
+			Value:      c.value(),
 			AcquiredAt: c.acquiredAt,
 			Stamp:      c.stamp,
 		})
 	}
-	if len(info.Holders) > 0 {
-		h := info.Holders[0]
-		info.Held = true
-		info.Owner, info.Token, info.AcquiredAt, info.Stamp = h.Owner, h.Token, h.AcquiredAt, h.Stamp
+	info := backend.Describe(k.name, q, waiters)
+	for i := range info.Holders {
+		info.Holders[i].Value = bytes.Clone(info.Holders[i].Value)
 	}
 	return info
 }

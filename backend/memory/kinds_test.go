@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ash-lock/ashlock/backend"
-	"github.com/ash-lock/ashlock/backend/memory"
 )
 
 // TryAcquire (Wait false) succeeds exactly when a claim made now would
@@ -175,37 +174,43 @@ func TestCancelledCountedWaiter(t *testing.T) {
 func TestInvalidRequestsLeaveNothing(t *testing.T) {
 	b := newBackend(t)
 	l := grant(t, b, time.Hour)
-	bad := map[string]backend.AcquireRequest{}
-	add := func(name string, f func(r *backend.AcquireRequest)) {
-		r := request("k", l, name)
-		f(&r)
-		bad[name] = r
-	}
-	add("negative permits", func(r *backend.AcquireRequest) { r.Permits = -1 })
-	add("too many permits", func(r *backend.AcquireRequest) { r.Permits = backend.MaxPermits + 1 })
-	add("shared with permits", func(r *backend.AcquireRequest) { r.Shared, r.Permits = true, 2 })
-	add("value too long", func(r *backend.AcquireRequest) { r.Value = make([]byte, backend.MaxValueLen+1) })
 	nineKeys := []string{"k", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8"}
-	add("value too long for its keys", func(r *backend.AcquireRequest) {
-		r.Keys, r.Value = nineKeys, make([]byte, backend.MaxValueLen) // over MaxValueTotal in all
-	})
-	add("multi-key with permits", func(r *backend.AcquireRequest) { r.Keys, r.Permits = []string{"k", "m"}, 2 })
-	add("no keys", func(r *backend.AcquireRequest) { r.Keys = []string{} })
-	add("unsorted keys", func(r *backend.AcquireRequest) { r.Keys = []string{"k", "b"} })
-	add("duplicate keys", func(r *backend.AcquireRequest) { r.Keys = []string{"k", "k"} })
-	add("Keys[0] is not Key", func(r *backend.AcquireRequest) { r.Keys = []string{"a", "k"} })
-	add("too many keys", func(r *backend.AcquireRequest) {
-		r.Keys = []string{"k"}
-		for i := range backend.MaxKeys {
-			r.Keys = append(r.Keys, "k"+strings.Repeat("z", i+1))
-		}
-	})
-	for name, r := range bad {
-		_, err := b.Acquire(t.Context(), r)
-		require.ErrorIs(t, err, memory.ErrInvalidRequest, name)
-		for _, k := range append([]string{"k", "a", "b", "m"}, r.Keys...) {
-			requireFree(t, b, k)
-		}
+	tooMany := []string{"k"}
+	for i := range backend.MaxKeys {
+		tooMany = append(tooMany, "k"+strings.Repeat("z", i+1))
+	}
+	key, cfg := backend.ErrInvalidKey, backend.ErrInvalidConfig
+	for _, tc := range []struct {
+		name string
+		want error
+		bad  func(r *backend.AcquireRequest)
+	}{
+		{"empty key", key, func(r *backend.AcquireRequest) { r.Key = "" }},
+		{"control character in key", key, func(r *backend.AcquireRequest) { r.Key = "k\n" }},
+		{"negative permits", cfg, func(r *backend.AcquireRequest) { r.Permits = -1 }},
+		{"too many permits", cfg, func(r *backend.AcquireRequest) { r.Permits = backend.MaxPermits + 1 }},
+		{"shared with permits", cfg, func(r *backend.AcquireRequest) { r.Shared, r.Permits = true, 2 }},
+		{"value too long", cfg, func(r *backend.AcquireRequest) { r.Value = make([]byte, backend.MaxValueLen+1) }},
+		{"value too long for its keys", cfg, func(r *backend.AcquireRequest) {
+			r.Keys, r.Value = nineKeys, make([]byte, backend.MaxValueLen) // over MaxValueTotal in all
+		}},
+		{"owner label not UTF-8", cfg, func(r *backend.AcquireRequest) { r.Owner = "\xff" }},
+		{"multi-key with permits", cfg, func(r *backend.AcquireRequest) { r.Keys, r.Permits = []string{"k", "m"}, 2 }},
+		{"no keys", key, func(r *backend.AcquireRequest) { r.Keys = []string{} }},
+		{"unsorted keys", key, func(r *backend.AcquireRequest) { r.Keys = []string{"k", "b"} }},
+		{"duplicate keys", key, func(r *backend.AcquireRequest) { r.Keys = []string{"k", "k"} }},
+		{"Keys[0] is not Key", cfg, func(r *backend.AcquireRequest) { r.Keys = []string{"a", "k"} }},
+		{"too many keys", cfg, func(r *backend.AcquireRequest) { r.Keys = tooMany }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := request("k", l, "bad")
+			tc.bad(&r)
+			_, err := b.Acquire(t.Context(), r)
+			require.ErrorIs(t, err, tc.want)
+			for _, k := range append([]string{"k", "a", "b", "m"}, r.Keys...) {
+				requireFree(t, b, k)
+			}
+		})
 	}
 	// The limits themselves are fine.
 	ok := request("k", l, "limits")
@@ -216,7 +221,7 @@ func TestInvalidRequestsLeaveNothing(t *testing.T) {
 	mustRelease(t, b, mustAcquire(t, b, ok))
 	ok.Keys, ok.Value = nineKeys, nil
 	m := mustAcquire(t, b, ok)
-	require.ErrorIs(t, b.SetValue(t.Context(), m, make([]byte, backend.MaxValueLen)), memory.ErrInvalidRequest)
+	require.ErrorIs(t, b.SetValue(t.Context(), m, make([]byte, backend.MaxValueLen)), backend.ErrInvalidConfig)
 	mustRelease(t, b, m)
 }
 
@@ -240,7 +245,7 @@ func TestSetValue(t *testing.T) {
 	assert.Equal(t, []byte("v2"), inspect(t, b, "k").Holders[0].Value)
 
 	err := b.SetValue(t.Context(), c, make([]byte, backend.MaxValueLen+1))
-	require.ErrorIs(t, err, memory.ErrInvalidRequest)
+	require.ErrorIs(t, err, backend.ErrInvalidConfig)
 
 	// A claim with the right key but another token is not c.
 	stale := c

@@ -14,15 +14,15 @@ import (
 // if the store no longer has the claim holding its keys, SetValue changes
 // nothing and returns an error wrapping backend.ErrLeaseExpired. A v over
 // backend.MaxValueLen bytes, or over backend.MaxValueTotal bytes for all
-// of c's keys together, is ErrInvalidRequest. SetValue does not block;
-// it fails with ctx's error if ctx has already ended, and with
+// of c's keys together, is backend.ErrInvalidConfig. SetValue does not
+// block; it fails with ctx's error if ctx has already ended, and with
 // backend.ErrClosed after Close.
 //
 // The old value is replaced, not written into: Claim.Value slices handed
 // out earlier keep the value they had.
 func (b *Backend) SetValue(ctx context.Context, c backend.Claim, v []byte) error {
 	if err := backend.CheckValue(v, len(c.AllKeys())); err != nil {
-		return fmt.Errorf("memory: set value on %q: %w: %w", c.Key, ErrInvalidRequest, err)
+		return fmt.Errorf("memory: set value on %q: %w: %w", c.Key, backend.ErrInvalidConfig, err)
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("memory: set value on %q: %w", c.Key, backend.ContextError(ctx))

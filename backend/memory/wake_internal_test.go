@@ -190,9 +190,9 @@ func TestNothingLeftBehindByAnyKind(t *testing.T) {
 		require.True(t, k.idle(), "key %q", name)
 		require.Nil(t, k.frontier, "key %q", name)
 		require.Zero(t, k.nFree, "key %q", name)
-		require.Zero(t, k.nFreeExcl, "key %q", name)
+		require.Zero(t, k.nFreeNonSh, "key %q", name)
 		if k.used != nil {
-			require.Equal(t, [len(k.used)]uint64{}, *k.used, "key %q: permits still marked held", name)
+			require.Equal(t, backend.PermitSet{}, *k.used, "key %q: permits still marked held", name)
 		}
 	}
 	require.Empty(t, b.leases)

@@ -159,3 +159,13 @@ func errText(err error) string {
 	s := strings.ReplaceAll(err.Error(), "\n", "; ")
 	return strings.ReplaceAll(s, "ashlock: ", "")
 }
+
+// forPeople rounds d to three significant digits, as a person reads a
+// duration: "1.67s" for a third of 5s, not "1.666666666s".
+func forPeople(d time.Duration) time.Duration {
+	unit := time.Duration(1)
+	for d/unit >= 1000 {
+		unit *= 10
+	}
+	return d.Round(unit)
+}

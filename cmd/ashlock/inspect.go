@@ -75,8 +75,9 @@ func inspectExitCode(err error) int {
 }
 
 // infoJSON is the --json shape: stable field names, times in RFC 3339.
-// Owner, Token, AcquiredAt and Stamp are the oldest holder's, as before
-// holders came in; Holders lists every holder.
+// Owner, Token, AcquiredAt and Stamp are the oldest holder's, so that a
+// reader that knows only plain locks reads them as before; Holders lists
+// every holder.
 type infoJSON struct {
 	Key        string       `json:"key"`
 	Held       bool         `json:"held"`
@@ -161,8 +162,8 @@ func holdersOf(info ashlock.LockInfo) []ashlock.Holder {
 // then the waiters in queue order. now dates the "ago".
 //
 // A key held by one exclusive holder, not counted, shows that holder in
-// fields of its own (holder, token, acquired at, stamp, value), as before
-// shared and counted locks existed. Any other held key shows its permit
+// fields of its own (holder, token, acquired at, stamp, value), the
+// plain lock's layout. Any other held key shows its permit
 // count if counted and a numbered list of holders, each with its token,
 // permit (counted keys), shared mark and fields.
 func writeInfoText(w io.Writer, info ashlock.LockInfo, now time.Time) error {

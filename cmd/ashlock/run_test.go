@@ -263,6 +263,16 @@ wait`)
 	if !strings.Contains(f.stderr.String(), "lock lost") {
 		t.Errorf("stderr = %q, want it to report the lost lock", f.stderr)
 	}
+	// The cause names the sentinel once, and the grace (a third of 5s)
+	// reads as a person would write it.
+	for _, line := range strings.Split(f.stderr.String(), "\n") {
+		if n := strings.Count(line, "lease expired"); n > 1 {
+			t.Errorf("stderr line %q says %q %d times", line, "lease expired", n)
+		}
+	}
+	if !strings.Contains(f.stderr.String(), "SIGKILL after 1.67s") {
+		t.Errorf("stderr = %q, want the grace printed as 1.67s", f.stderr)
+	}
 }
 
 func TestRunLockLostKillsAfterTheGrace(t *testing.T) {

@@ -90,9 +90,9 @@ func supervise(h *held, o runOptions, e *env, sigs <-chan os.Signal) int {
 			// Signal first: the message could fail (a closed stderr), and
 			// the command must not run on for it.
 			stop.term()
-			e.errorf("%q: lock lost while the command ran (%v); sent SIGTERM, SIGKILL after %v", o.key, h.guard.Err(), grace)
+			e.errorf("%q: lock lost while the command ran (%v); sent SIGTERM, SIGKILL after %v", o.key, h.guard.Err(), forPeople(grace))
 		case <-stop.killC():
-			e.errorf("%q: command still running %v after SIGTERM; sending SIGKILL", o.key, grace)
+			e.errorf("%q: command still running %v after SIGTERM; sending SIGKILL", o.key, forPeople(grace))
 			stop.kill()
 		case err := <-waitc:
 			return finish(h, o, e, cmd, err, stop)
@@ -122,7 +122,7 @@ func finish(h *held, o runOptions, e *env, cmd *exec.Cmd, waitErr error, stop *s
 	// Processes the command started may still be running in its group
 	// without the lock: give them the rest of the grace, then kill them.
 	if stop.drain() {
-		e.errorf("%q: processes left in the command's group after %v; sending SIGKILL", o.key, stop.grace)
+		e.errorf("%q: processes left in the command's group after %v; sending SIGKILL", o.key, forPeople(stop.grace))
 	}
 	e.errorf("%q: exiting %d (lock lost); the command's own status was %d", o.key, exitLockLost, code)
 	return exitLockLost

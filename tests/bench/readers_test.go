@@ -15,7 +15,8 @@ import (
 )
 
 // readerCounts are the numbers of queued readers BenchmarkReaderAdmission
-// measures: the 16, and 64 to show what grows with it.
+// measures: the 16 of the target in BENCHMARKS.md, and 64 to show what
+// grows with it.
 var readerCounts = []int{16, 64}
 
 const (

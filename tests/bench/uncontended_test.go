@@ -24,8 +24,7 @@ import (
 // client, lease pool, guard or watch around them. ashlock ÷ raw-txn+delete
 // is what the library adds to its protocol. raw-2txns releases with a Txn
 // that deletes the claim only if its create revision is still the one it
-// got, as ashlock does for a retried or late release (guarantee 7), and
-// as it did for every release before commit a41196a:
+// got, as ashlock does for a retried or late release (guarantee 7):
 // raw-2txns ÷ raw-txn+delete is what that explicit comparison costs.
 //
 // The implementations run in an order that starts at a random place (see

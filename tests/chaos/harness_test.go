@@ -44,8 +44,8 @@ type holderSpec struct {
 }
 
 // holderSpecs lists a run's holders in ID order: the mutex workload's first
-// (in this process, then children, as before the other workloads existed,
-// so that a seed gives the mutex holders the same IDs and draws), then the
+// (in this process, then children, so that a seed gives the mutex holders
+// the same IDs and draws whichever other workloads run), then the
 // permits workload's, then the transfer workload's, then the election's
 // candidates (children only).
 func holderSpecs(cfg runConfig) []holderSpec {
