@@ -186,6 +186,21 @@ func (c *claim) export() backend.Claim {
 // idle Backend keeps only a few KiB.
 const maxFreeClaims = 64
 
+// A recycled record is about to hold another acquisition, so nobody who
+// knew it before may touch it again. Within the store every link to a claim
+// (its entries in its keys' queues and non-fair lists, its place on its
+// lease's list) is cut by removeLocked before the record can be recycled,
+// and the observation marks name keys, not claims. Callers hold a
+// backend.Claim, a copy that Release and SetValue match again by key, name
+// and token (a token is never reused), and an OnLost delivery carries the
+// listener and a cause read before the removal. Only the Acquire call that
+// made the claim holds the record itself: it keeps it across its wait, and
+// across its stamp call with the mutex dropped, and a loss may remove the
+// claim meanwhile. So a record is recycled only once both are done with
+// it: the store (the claim is gone) and its request (reqDone, set by
+// doneWithLocked). Code that needs a claim's fields after its removal reads
+// them before calling removeLocked, which may recycle it (see loseLocked).
+
 // newClaimLocked returns a zeroed claim (save its name), recycled when
 // one is free: an uncontended acquire/release cycle then allocates nothing
 // in the store, not even a name.
