@@ -20,6 +20,12 @@ Backends (--seed, default $ASHLOCK_SEED, else memory://):
   etcd://HOST:PORT[,HOST:PORT...]/PREFIX/
       etcd v3; locks are shared by everyone using the same endpoints and
       PREFIX (default ashlock/). This is the backend to use.
+  redis://[USER:PASSWORD@]HOST:PORT[/DB][?ashlock_prefix=PREFIX]
+  rediss://...
+      Redis 7 or later (rediss: with TLS); locks are shared by everyone
+      using the same server, database and PREFIX (default ashlock:).
+      Turn on keyspace notifications (notify-keyspace-events Kgx) so
+      that a deleted lease is noticed at once.
   memory://
       in-process: every ashlock process has locks of its own, so this
       excludes nothing between two ashlock runs. Useful for trying the

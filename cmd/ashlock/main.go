@@ -9,13 +9,14 @@
 //
 // See "ashlock --help" for flags, environment and exit codes. The default
 // backend is in-process (memory://), which locks nothing across processes;
-// real use points --seed or $ASHLOCK_SEED at etcd.
+// real use points --seed or $ASHLOCK_SEED at etcd or Redis.
 package main
 
 import (
 	"os"
 
 	"github.com/ash-lock/ashlock"
+	_ "github.com/ash-lock/ashlock/backend/redis" // redis:// and rediss:// seeds
 )
 
 func main() {

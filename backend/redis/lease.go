@@ -1,0 +1,89 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// Grant creates a lease: the key {p}lease:<id>, expiring after ttl
+// (rounded up to a whole millisecond) by the server's clock. The TTL
+// granted is that rounded value. Errors wrap ErrInvalidConfig (ttl <= 0),
+// ErrUnavailable or ErrClosed.
+func (b *Backend) Grant(ctx context.Context, ttl time.Duration) (backend.Lease, error) {
+	if err := b.closedErr("grant"); err != nil {
+		return backend.Lease{}, err
+	}
+	if ttl <= 0 {
+		return backend.Lease{}, fmt.Errorf("%w: redis grant: TTL %v", backend.ErrInvalidConfig, ttl)
+	}
+	ms := (ttl + time.Millisecond - 1) / time.Millisecond
+	id, err := grantScript.Run(ctx, b.c, []string{b.lay.token()}, b.lay.tag, int64(ms)).Int64()
+	if err != nil {
+		return backend.Lease{}, b.fail(ctx, "grant", err)
+	}
+	return backend.Lease{ID: backend.LeaseID(id), TTL: ms * time.Millisecond}, nil
+}
+
+// KeepAlive renews a lease for its TTL, counted from when the server runs
+// the renewal (after the request was sent). A lease that has ended is
+// never renewed: the error wraps ErrLeaseExpired, and this Backend's claims
+// on it are reported lost.
+func (b *Backend) KeepAlive(ctx context.Context, id backend.LeaseID) (time.Duration, error) {
+	if err := b.closedErr("keep-alive"); err != nil {
+		return 0, err
+	}
+	ms, err := keepAliveScript.Run(ctx, b.c, []string{b.lay.token()}, b.lay.tag, int64(id)).Int64()
+	if err != nil {
+		return 0, b.fail(ctx, "keep-alive", err)
+	}
+	if ms < 0 {
+		b.leaseGone(id)
+		return 0, fmt.Errorf("%w: redis keep-alive: lease %d has ended", backend.ErrLeaseExpired, id)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// Revoke deletes a lease and every claim bound to it, in one script run,
+// and reports this Backend's claims on it lost. Revoking a lease that has
+// ended is not an error.
+func (b *Backend) Revoke(ctx context.Context, id backend.LeaseID) error {
+	if err := b.closedErr("revoke"); err != nil {
+		return err
+	}
+	if err := revokeScript.Run(ctx, b.c, []string{b.lay.token()}, b.lay.tag, int64(id)).Err(); err != nil {
+		return b.fail(ctx, "revoke", err)
+	}
+	b.leaseGone(id)
+	return nil
+}
+
+// leaseGone handles the end of lease id, however it was learnt: waiters
+// that wait on its claims wake, this Backend's claims on it are lost, and
+// if anything here had an interest in it its claims are reaped at once
+// (in the background) rather than at the next read of their keys.
+func (b *Backend) leaseGone(id backend.LeaseID) {
+	interested := b.reg.leaseEnded(id)
+	b.reg.lose(id, fmt.Errorf("%w: redis: lease %d ended (expired, revoked or deleted)", backend.ErrLeaseExpired, id))
+	if !interested {
+		return
+	}
+	// Under b.mu, so that no reaper starts once Close waits for them.
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.psClosed {
+		return
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		if err := reapScript.Run(ctx, b.c, []string{b.lay.token()}, b.lay.tag, strconv.FormatInt(int64(id), 10)).Err(); err != nil {
+			b.log.Debug("redis: reaping an ended lease failed; its claims go at the next read of their keys", "lease", int64(id), "error", err)
+		}
+	}()
+}
