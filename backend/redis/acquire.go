@@ -251,6 +251,9 @@ func (a *acquisition) queue(ctx context.Context) error {
 // its admission. qs are its keys' queues as last read.
 func (a *acquisition) wait(ctx context.Context, qs [][]queued) error {
 	for {
+		if err := a.b.closedErr("acquire"); err != nil {
+			return err
+		}
 		if a.t.isLost() {
 			return a.lostError()
 		}
@@ -419,6 +422,9 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 	}
 	permit, _ := backend.PermitFor(nil, a.kind.Permits, 0)
 	for races := 0; ; {
+		if err := a.b.closedErr("acquire"); err != nil {
+			return err
+		}
 		if a.w != nil {
 			a.b.reg.disarm(a.w)
 		}

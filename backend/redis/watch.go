@@ -53,6 +53,19 @@ type watcher struct {
 	stale      bool // a resubscription happened while disarmed
 }
 
+// maxSeen bounds what a disarmed watcher keeps (an Observe's caller may
+// take its time over a state); past it, the watcher just reads again.
+const maxSeen = 64
+
+// hear records e, heard while w is disarmed. Guarded by registry.mu.
+func (w *watcher) hear(e claimEvent) {
+	if len(w.seen) < maxSeen {
+		w.seen = append(w.seen, e)
+	} else {
+		w.stale = true
+	}
+}
+
 func (w *watcher) signal() {
 	select {
 	case w.wake <- struct{}{}:
@@ -172,7 +185,7 @@ func (r *registry) event(e claimEvent) {
 	for w := range r.byKey[e.key] {
 		switch _, wanted := w.want[e]; {
 		case !w.armed:
-			w.seen = append(w.seen, e)
+			w.hear(e)
 		case w.any || wanted:
 			w.signal()
 		}
@@ -199,7 +212,11 @@ func (r *registry) leaseEnded(id backend.LeaseID) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for w := range r.disarmed {
-		w.seenLeases = append(w.seenLeases, id)
+		if len(w.seenLeases) < maxSeen {
+			w.seenLeases = append(w.seenLeases, id)
+		} else {
+			w.stale = true
+		}
 	}
 	for w := range r.byLease[id] {
 		w.signal()
