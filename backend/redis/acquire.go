@@ -284,8 +284,8 @@ func (a *acquisition) wait(ctx context.Context, qs [][]queued) error {
 // standing is what the rule says of a claim, given its keys' queues.
 type standing struct {
 	free   bool
-	permit int          // when free and counted: the permit to take
-	want   []claimEvent // when not: the claims whose departure or admission may free it
+	permit int      // when free and counted: the permit to take
+	want   []wanted // when not: the claims whose departure (or admission) may free it
 	leases []backend.LeaseID
 	soon   time.Duration // the earliest end of those claims' leases; negative if none
 }
@@ -316,23 +316,28 @@ func (a *acquisition) standing(qs [][]queued) (standing, queued, error) {
 				p, wf := backend.PermitFor(permits, a.kind.Permits, i)
 				if wf >= 0 {
 					s.free = false
-					s.add(a.keys[k], q[wf])
+					s.add(a.keys[k], q[wf], true)
 				}
 				s.permit = p
 			}
 			continue
 		}
 		s.free = false
-		w := backend.WaitFor(ks, i)
-		for j := w.From; j <= w.To; j++ {
-			s.add(a.keys[k], q[j])
-		}
+		s.addWait(a.keys[k], q, backend.WaitFor(ks, i))
 	}
 	return s, own, nil
 }
 
-func (s *standing) add(key string, c queued) {
-	s.want = append(s.want, claimEvent{key: key, token: c.token})
+// addWait adds what w says to wait for in queue q of key.
+func (s *standing) addWait(key string, q []queued, w backend.Wait) {
+	for j := w.From; j <= w.To; j++ {
+		s.add(key, q[j], w.Admission && j == w.To)
+	}
+}
+
+// add waits for c's departure, and its admission too if admission.
+func (s *standing) add(key string, c queued, admission bool) {
+	s.want = append(s.want, wanted{claimEvent{key: key, token: c.token}, admission})
 	s.leases = append(s.leases, c.lease)
 	if c.pttl >= 0 && (s.soon < 0 || c.pttl < s.soon) {
 		s.soon = c.pttl
@@ -478,10 +483,7 @@ func (a *acquisition) standingNew(qs [][]queued, expect []string) standing {
 		i := len(q)
 		if i >= backend.FreePrefix(ks) {
 			s.free = false
-			w := backend.WaitFor(ks, i)
-			for j := w.From; j <= w.To; j++ {
-				s.add(a.keys[k], q[j])
-			}
+			s.addWait(a.keys[k], q, backend.WaitFor(ks, i))
 			continue
 		}
 		if a.kind.Counted() {
@@ -493,7 +495,7 @@ func (a *acquisition) standingNew(qs [][]queued, expect []string) standing {
 			p, wf := backend.PermitFor(permits, a.kind.Permits, i)
 			if wf >= 0 {
 				s.free = false
-				s.add(a.keys[k], q[wf])
+				s.add(a.keys[k], q[wf], true)
 			}
 			s.permit = p
 		}

@@ -115,11 +115,11 @@ func (b *Backend) replace(ctx context.Context, old *goredis.PubSub) {
 // a lease.
 func (b *Backend) dispatch(m *goredis.Message) {
 	if m.Channel == b.lay.events() {
-		_, rest, _ := strings.Cut(m.Payload, " ")
+		what, rest, _ := strings.Cut(m.Payload, " ")
 		tok, key, ok := strings.Cut(rest, " ")
 		token, err := strconv.ParseUint(tok, 10, 64)
-		if ok && err == nil {
-			b.reg.event(claimEvent{key: key, token: token})
+		if ok && err == nil && len(what) == 1 {
+			b.reg.event(claimEvent{key: key, token: token}, what[0])
 		}
 		return
 	}

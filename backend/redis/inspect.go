@@ -71,7 +71,7 @@ func (b *Backend) Observe(ctx context.Context, key string) iter.Seq2[backend.Loc
 				}
 				for _, h := range qs[0] {
 					if h.admitted {
-						s.add(key, h)
+						s.add(key, h, false)
 					}
 				}
 			}

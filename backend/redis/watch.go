@@ -35,6 +35,13 @@ type claimEvent struct {
 	token uint64
 }
 
+// wanted is what a waiter waits for of one claim: its departure, and its
+// admission too when admission is set.
+type wanted struct {
+	claimEvent
+	admission bool
+}
+
 // watcher is one goroutine waiting for events. Between disarm and arm it
 // reads the store; whatever it hears meanwhile is kept in seen, so that
 // arm can tell whether the read may already be stale. That closes the gap
@@ -46,11 +53,17 @@ type watcher struct {
 
 	// Guarded by registry.mu.
 	armed      bool
-	want       map[claimEvent]struct{}
+	want       map[claimEvent]bool // the claims waited for; true: their admission too
 	leases     []backend.LeaseID
-	seen       []claimEvent
+	seen       []heard
 	seenLeases []backend.LeaseID
 	stale      bool // a resubscription happened while disarmed
+}
+
+// heard is an event a disarmed watcher heard.
+type heard struct {
+	claimEvent
+	what byte
 }
 
 // maxSeen bounds what a disarmed watcher keeps (an Observe's caller may
@@ -58,9 +71,12 @@ type watcher struct {
 const maxSeen = 64
 
 // hear records e, heard while w is disarmed. Guarded by registry.mu.
-func (w *watcher) hear(e claimEvent) {
+func (w *watcher) hear(e claimEvent, what byte) {
+	if what != departed && what != admitted {
+		return
+	}
 	if len(w.seen) < maxSeen {
-		w.seen = append(w.seen, e)
+		w.seen = append(w.seen, heard{e, what})
 	} else {
 		w.stale = true
 	}
@@ -129,12 +145,11 @@ func (r *registry) disarmLocked(w *watcher) {
 	r.disarmed[w] = struct{}{}
 }
 
-// arm ends a read: w now waits for the departure or admission of the
-// claims in want (for an Observe, any event of its keys) and the end of
-// leases. It reports false, leaving w disarmed, when something w now
+// arm ends a read: w now waits for what want names (for an Observe, any
+// event of its keys) and the end of leases. It reports false, leaving w disarmed, when something w now
 // waits for was heard during the read: the read may be stale, so the
 // caller reads again at once.
-func (r *registry) arm(w *watcher, want []claimEvent, leases []backend.LeaseID) bool {
+func (r *registry) arm(w *watcher, want []wanted, leases []backend.LeaseID) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.armable(w, want, leases) {
@@ -142,9 +157,9 @@ func (r *registry) arm(w *watcher, want []claimEvent, leases []backend.LeaseID) 
 		w.seen, w.seenLeases, w.stale = w.seen[:0], w.seenLeases[:0], false
 		return false
 	}
-	set := make(map[claimEvent]struct{}, len(want))
+	set := make(map[claimEvent]bool, len(want))
 	for _, e := range want {
-		set[e] = struct{}{}
+		set[e.claimEvent] = set[e.claimEvent] || e.admission
 	}
 	delete(r.disarmed, w)
 	w.armed, w.want, w.leases = true, set, leases
@@ -161,13 +176,15 @@ func (r *registry) arm(w *watcher, want []claimEvent, leases []backend.LeaseID) 
 
 // armable reports whether nothing w heard while disarmed concerns what it
 // is about to wait for.
-func (r *registry) armable(w *watcher, want []claimEvent, leases []backend.LeaseID) bool {
+func (r *registry) armable(w *watcher, want []wanted, leases []backend.LeaseID) bool {
 	if w.stale || (w.any && len(w.seen) > 0) {
 		return false
 	}
 	for _, e := range w.seen {
-		if slices.Contains(want, e) {
-			return false
+		for _, x := range want {
+			if x.claimEvent == e.claimEvent && (e.what == departed || x.admission) {
+				return false
+			}
 		}
 	}
 	for _, l := range w.seenLeases {
@@ -178,15 +195,25 @@ func (r *registry) armable(w *watcher, want []claimEvent, leases []backend.Lease
 	return true
 }
 
-// event dispatches a claim's admission, departure or value change.
-func (r *registry) event(e claimEvent) {
+// Events scripts publish: what happened to a claim.
+const (
+	admitted = 'a'
+	departed = 'd'
+	valueSet = 'v'
+)
+
+// event dispatches what happened to a claim: admitted, departed or
+// valueSet. A waiter wakes for the departure of a claim it waits for, and
+// for its admission only if it said so; an Observe for anything.
+func (r *registry) event(e claimEvent, what byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for w := range r.byKey[e.key] {
-		switch _, wanted := w.want[e]; {
+		admissionToo, waited := w.want[e]
+		switch {
 		case !w.armed:
-			w.hear(e)
-		case w.any || wanted:
+			w.hear(e, what)
+		case w.any || (waited && (what == departed || admissionToo)):
 			w.signal()
 		}
 	}
