@@ -175,3 +175,13 @@ func keysUnderGlob(t *testing.T, c *goredis.Client, prefix, glob string) []strin
 }
 
 func splitLines(s string) []string { return strings.Split(strings.TrimSpace(s), "\n") }
+
+// newBackendPrefix is newBackend with a prefix given.
+func newBackendPrefix(t *testing.T, prefix string) (*redisb.Backend, *goredis.Client, string) {
+	t.Helper()
+	c := client(t)
+	b, err := redisb.New(ctxFor(t), c, redisb.WithPrefix(prefix))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	return b, c, prefix
+}

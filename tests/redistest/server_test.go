@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -69,4 +70,22 @@ func TestKillClientsAndFlush(t *testing.T) {
 	size, err := c.DBSize(ctx).Result() // the client reconnects
 	require.NoError(t, err)
 	assert.Zero(t, size)
+}
+
+func TestProxyBlackholeAndRestore(t *testing.T) {
+	ctx := ctxFor(t)
+	p, err := srv.Proxy()
+	require.NoError(t, err)
+	defer p.Close()
+	c := goredis.NewClient(&goredis.Options{Addr: p.Addr(), MaxRetries: -1})
+	defer c.Close()
+	require.NoError(t, c.Ping(ctx).Err())
+
+	p.Blackhole()
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	err = c.Ping(short).Err()
+	cancel()
+	assert.Error(t, err, "a ping through a blackhole was answered")
+	p.Restore()
+	require.NoError(t, c.Ping(ctx).Err())
 }
