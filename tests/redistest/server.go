@@ -26,7 +26,7 @@ import (
 )
 
 // Binary is the redis-server the harness runs unless REDIS_SERVER names
-// another.
+// another; when it is missing, the one on PATH.
 const Binary = "/usr/bin/redis-server"
 
 // startAttempts bounds how often Start tries another free port when the
@@ -88,6 +88,11 @@ func (s *Server) Client() *goredis.Client {
 func binary() string {
 	if b := os.Getenv("REDIS_SERVER"); b != "" {
 		return b
+	}
+	if _, err := os.Stat(Binary); err != nil {
+		if b, err := exec.LookPath("redis-server"); err == nil {
+			return b
+		}
 	}
 	return Binary
 }
