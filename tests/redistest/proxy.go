@@ -57,6 +57,23 @@ func (p *Proxy) Restore() {
 	}
 }
 
+// Reset closes every connection through the proxy at once, dropping the
+// bytes a blackhole holds, as a crashed middlebox would. New connections
+// are served as before (silent, while a blackhole lasts).
+func (p *Proxy) Reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		_ = c.Close()
+		delete(p.conns, c)
+	}
+	// Pipes holding bytes look again, find their connection gone and end.
+	if p.blocked {
+		close(p.wake)
+		p.wake = make(chan struct{})
+	}
+}
+
 // Close stops the proxy and closes every connection through it.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
@@ -117,7 +134,7 @@ func (p *Proxy) pipe(src, dst net.Conn) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !p.await() {
+			if !p.await(src) {
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -130,13 +147,15 @@ func (p *Proxy) pipe(src, dst net.Conn) {
 	}
 }
 
-// await blocks while the proxy is a blackhole; false once it is closed.
-func (p *Proxy) await() bool {
+// await blocks while the proxy is a blackhole; false once it is closed or
+// src was reset.
+func (p *Proxy) await(src net.Conn) bool {
 	for {
 		p.mu.Lock()
 		blocked, wake, closed := p.blocked, p.wake, p.closed
+		_, live := p.conns[src]
 		p.mu.Unlock()
-		if closed {
+		if closed || !live {
 			return false
 		}
 		if !blocked {
