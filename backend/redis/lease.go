@@ -31,7 +31,7 @@ func (b *Backend) Grant(ctx context.Context, ttl time.Duration) (backend.Lease, 
 // KeepAlive renews a lease for its TTL, counted from when the server runs
 // the renewal (after the request was sent). A lease that has ended is
 // never renewed: the error wraps ErrLeaseExpired, and this Backend's claims
-// on it are reported lost.
+// on it are reported lost (OnLost, from a goroutine of its own).
 func (b *Backend) KeepAlive(ctx context.Context, id backend.LeaseID) (time.Duration, error) {
 	if err := b.closedErr("keep-alive"); err != nil {
 		return 0, err
@@ -41,14 +41,15 @@ func (b *Backend) KeepAlive(ctx context.Context, id backend.LeaseID) (time.Durat
 		return 0, b.fail(ctx, "keep-alive", err)
 	}
 	if ms < 0 {
-		b.leaseGone(id)
+		b.goLeaseGone(id)
 		return 0, fmt.Errorf("%w: redis keep-alive: lease %d has ended", backend.ErrLeaseExpired, id)
 	}
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
 // Revoke deletes a lease and every claim bound to it, in one script run,
-// and reports this Backend's claims on it lost. Revoking a lease that has
+// and then reports this Backend's claims on it lost (OnLost, from a
+// goroutine of its own). Revoking a lease that has
 // ended is not an error.
 func (b *Backend) Revoke(ctx context.Context, id backend.LeaseID) error {
 	if err := b.closedErr("revoke"); err != nil {
@@ -57,8 +58,24 @@ func (b *Backend) Revoke(ctx context.Context, id backend.LeaseID) error {
 	if err := revokeScript.Run(ctx, b.c, []string{b.lay.token()}, b.lay.tag, int64(id)).Err(); err != nil {
 		return b.fail(ctx, "revoke", err)
 	}
-	b.leaseGone(id)
+	b.goLeaseGone(id)
 	return nil
+}
+
+// goLeaseGone runs leaseGone on a goroutine of the Backend's: OnLost is
+// never called on a caller's goroutine, which may hold locks of its own
+// (the client's watchdog renews and revokes).
+func (b *Backend) goLeaseGone(id backend.LeaseID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.psClosed {
+		return
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		b.leaseGone(id)
+	}()
 }
 
 // leaseGone handles the end of lease id, however it was learnt: waiters
