@@ -19,7 +19,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.LockInfo, er
 	if err := backend.CheckKey(key); err != nil {
 		return backend.LockInfo{}, err
 	}
-	qs, err := b.queues(ctx, []string{key})
+	qs, err := b.queues(ctx, []string{key}, "+inf")
 	if err != nil {
 		return backend.LockInfo{}, err
 	}
@@ -52,7 +52,7 @@ func (b *Backend) Observe(ctx context.Context, key string) iter.Seq2[backend.Loc
 			b.reg.disarm(w)
 			var s standing
 			s.soon = -1
-			qs, err := b.queues(ctx, []string{key})
+			qs, err := b.queues(ctx, []string{key}, "+inf")
 			switch {
 			case ctx.Err() != nil:
 				return

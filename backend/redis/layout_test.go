@@ -76,3 +76,19 @@ func TestClaimIDs(t *testing.T) {
 		assert.ErrorIs(t, checkID(id), backend.ErrInvalidConfig, "id %q", id)
 	}
 }
+
+// FuzzParseRecord: any record text is read or refused, never a panic, and
+// a claim is never read with fewer than one permit.
+func FuzzParseRecord(f *testing.F) {
+	f.Add("1796314896663170 12 3 0 1 2 1764777000123 0")
+	f.Add("5 1 1 1 0 -1 0 " + formatStamp(backend.Timestamp{WallTime: 9, Logical: 3}))
+	f.Fuzz(func(t *testing.T, s string) {
+		var q queued
+		if err := parseRecord(s, &q); err != nil {
+			return
+		}
+		if q.kind.Permits < 1 {
+			t.Errorf("record %q read with %d permits", s, q.kind.Permits)
+		}
+	})
+}

@@ -63,11 +63,12 @@ local function reap(lease)
   end
   redis.call('DEL', idx)
 end
--- state reaps the claims of ended leases queued at key, then lists the
--- queue in token order: {id, record, owner, value, lease pttl} per claim.
-local function state(key)
+-- state reaps the claims of ended leases queued at key with a token up to
+-- upto ('+inf' for all), then lists them in token order: {id, record,
+-- owner, value, lease pttl} per claim.
+local function state(key, upto)
   local q, c = tag .. 'q:' .. key, tag .. 'c:' .. key
-  local ids = redis.call('ZRANGE', q, 0, -1)
+  local ids = redis.call('ZRANGEBYSCORE', q, '-inf', upto)
   local pttl, dead = {}, false
   for _, id in ipairs(ids) do
     local r = parse(redis.call('HGET', c, id) or '')
@@ -82,7 +83,7 @@ local function state(key)
       end
     end
   end
-  if dead then ids = redis.call('ZRANGE', q, 0, -1) end
+  if dead then ids = redis.call('ZRANGEBYSCORE', q, '-inf', upto) end
   local out = {}
   for _, id in ipairs(ids) do
     local m = redis.call('HGET', c, id)
@@ -149,7 +150,7 @@ local nk = tonumber(ARGV[12])
 local keys = slice(13, nk)
 if redis.call('EXISTS', tag .. 'lease:' .. lease) == 0 then return {'nolease'} end
 local states = {}
-for i, k in ipairs(keys) do states[i] = state(k) end
+for i, k in ipairs(keys) do states[i] = state(k, '+inf') end
 local own = redis.call('HGET', tag .. 'c:' .. keys[1], id)
 if own then return {'exists', own, unpack(states)} end
 local empty = true
@@ -184,13 +185,16 @@ end
 return {'queued', token, unpack(states)}
 `)
 
-// stateScript reaps and lists the queues of keys.
+// stateScript reaps and lists the queues of keys, each up to a token:
+// a waiter needs only the claims up to its own.
 //
-// ARGV: tag, n keys, keys... Reply: one state per key (see state in lib).
+// ARGV: tag, n keys, keys..., then per key the highest token to list
+// ("+inf" for all). Reply: one state per key (see state in lib).
 var stateScript = goredis.NewScript(lib + `
-local keys = slice(3, tonumber(ARGV[2]))
+local nk = tonumber(ARGV[2])
+local keys = slice(3, nk)
 local out = {}
-for i, k in ipairs(keys) do out[i] = state(k) end
+for i, k in ipairs(keys) do out[i] = state(k, ARGV[2 + nk + i]) end
 return out
 `)
 

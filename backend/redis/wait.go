@@ -161,17 +161,23 @@ func (a *acquisition) sleep(ctx context.Context, s standing) error {
 	return nil
 }
 
-// read reads the claim's keys' queues, reaping the claims of ended leases.
+// read reads the claim's keys' queues up to the claim itself (the claims
+// behind it have no say in its standing), reaping the claims of ended
+// leases among them.
 func (a *acquisition) read(ctx context.Context) ([][]queued, error) {
-	return a.b.queues(ctx, a.keys)
+	return a.b.queues(ctx, a.keys, strconv.FormatUint(a.token, 10))
 }
 
-// queues runs stateScript for keys.
-func (b *Backend) queues(ctx context.Context, keys []string) ([][]queued, error) {
-	args := make([]any, 0, 2+len(keys))
+// queues runs stateScript for keys, listing each queue's claims with
+// tokens up to upto ("+inf" for all).
+func (b *Backend) queues(ctx context.Context, keys []string, upto string) ([][]queued, error) {
+	args := make([]any, 0, 2+2*len(keys))
 	args = append(args, b.lay.tag, len(keys))
 	for _, k := range keys {
 		args = append(args, k)
+	}
+	for range keys {
+		args = append(args, upto)
 	}
 	v, err := stateScript.Run(ctx, b.c, []string{b.lay.token()}, args...).Slice()
 	if err != nil {
