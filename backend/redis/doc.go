@@ -26,8 +26,10 @@
 // replica that had not received the last writes, a restart without
 // persistence) issues tokens above every earlier one unless its clock is
 // behind the old server's by more than the time between the last token
-// issued there and the first issued here. They stay below 2^53 (exact in
-// Lua's numbers) until the year 2255.
+// issued there and the first issued here. Lease ids follow the same rule,
+// so that a client renewing a lease the server lost never renews another
+// client's lease granted since under the same id. Both stay below 2^53
+// (exact in Lua's numbers) until the year 2255.
 //
 // # Waiting and loss
 //

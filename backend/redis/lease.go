@@ -21,11 +21,15 @@ func (b *Backend) Grant(ctx context.Context, ttl time.Duration) (backend.Lease, 
 		return backend.Lease{}, fmt.Errorf("%w: redis grant: TTL %v", backend.ErrInvalidConfig, ttl)
 	}
 	ms := (ttl + time.Millisecond - 1) / time.Millisecond
-	id, err := grantScript.Run(ctx, b.c, []string{b.lay.token()}, b.lay.tag, int64(ms)).Int64()
+	id, err := grantScript.Run(ctx, b.c, []string{b.lay.token()}, b.lay.tag, int64(ms)).Text()
 	if err != nil {
 		return backend.Lease{}, b.fail(ctx, "grant", err)
 	}
-	return backend.Lease{ID: backend.LeaseID(id), TTL: ms * time.Millisecond}, nil
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil || n <= 0 {
+		return backend.Lease{}, fmt.Errorf("%w: redis grant: lease id %q", backend.ErrUnavailable, id)
+	}
+	return backend.Lease{ID: backend.LeaseID(n), TTL: ms * time.Millisecond}, nil
 }
 
 // KeepAlive renews a lease for its TTL, counted from when the server runs

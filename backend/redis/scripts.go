@@ -271,9 +271,16 @@ end
 return 1
 `)
 
-// grantScript creates a lease. ARGV: tag, ttl ms. Reply: its id.
+// grantScript creates a lease. Its id follows the same rule as tokens
+// (the last id plus one, or the server's clock in microseconds if that is
+// larger), so that a server that lost the last ids (a failover, a restart
+// without persistence) does not hand an id out again: a client still
+// renewing the old lease would renew another client's.
+// ARGV: tag, ttl ms. Reply: its id.
 var grantScript = goredis.NewScript(lib + `
-local id = redis.call('INCR', tag .. 'leases')
+local last = tonumber(redis.call('GET', tag .. 'leases') or '0')
+local id = fmt(math.max(now_us(), last + 1))
+redis.call('SET', tag .. 'leases', id)
 redis.call('SET', tag .. 'lease:' .. id, ARGV[2], 'PX', ARGV[2])
 return id
 `)
