@@ -16,9 +16,9 @@ import goredis "github.com/redis/go-redis/v9"
 //
 //	"<token> <lease> <permits> <shared 0|1> <admitted 0|1> <permit> <acquired-at ms> <stamp hex|0>"
 //
-// with the owner label in field <id>:o and the value in <id>:v. Its place in the queue is the member <id> of the sorted set
-// {p}q:<key>, scored by token. Its lease indexes it as "<id>\n<key>" in
-// the set {p}lc:<lease>. Events go to the channel {p}events as
+// with the owner label in field <id>:o and the value in <id>:v. Its place
+// in the queue is the member <id> of the sorted set {p}q:<key>, scored by
+// token. Its lease indexes it as "<id>\n<key>" in the set {p}lc:<lease>. Events go to the channel {p}events as
 // "<a|d|v> <token> <key>": admitted, departed, value set.
 
 // lib holds the functions every script shares; each script is lib followed
@@ -132,10 +132,10 @@ end
 // given permit) only when every queue was empty. A claim whose admission
 // the caller says follows from its place in the queue alone ("placed": a
 // single-key claim that takes no permit) is recorded as admitted from the
-// start, so that the departure of the claim ahead is its handoff. Mode "cond" adds it,
-// admitted, only if every queue's newest token is the expected one, that
-// is no claim joined since the caller read the queues (claims only join at
-// the back, and leaving only frees). The replies:
+// start, so that the departure of the claim ahead is its handoff. Mode
+// "cond" adds it, admitted, only if every queue's newest token is the
+// expected one, that is no claim joined since the caller read the queues
+// (claims only join at the back, and leaving only frees). The replies:
 //
 //	{"nolease"}                        the lease has ended
 //	{"mismatch", key}                  key's queue agrees on another permit count
