@@ -35,18 +35,36 @@ func (b *Backend) Grant(ctx context.Context, ttl time.Duration) (backend.Lease, 
 // KeepAlive renews a lease for its TTL, counted from when the server runs
 // the renewal (after the request was sent). A lease that has ended is
 // never renewed: the error wraps ErrLeaseExpired, and this Backend's claims
-// on it are reported lost (OnLost, from a goroutine of its own).
+// on it are reported lost (OnLost, from a goroutine of its own). So is a
+// lease whose claims held here the store no longer has all of (writes
+// lost in a failover that kept the lease): KeepAlive then revokes it.
 func (b *Backend) KeepAlive(ctx context.Context, id backend.LeaseID) (time.Duration, error) {
 	if err := b.closedErr("keep-alive"); err != nil {
 		return 0, err
 	}
-	ms, err := keepAliveScript.Run(ctx, b.c, []string{b.lay.token()}, b.lay.tag, int64(id)).Int64()
+	keys, releases := b.reg.heldOn(id)
+	v, err := keepAliveScript.Run(ctx, b.c, []string{b.lay.token()}, b.lay.tag, int64(id)).Int64Slice()
+	if err == nil && len(v) != 2 {
+		err = fmt.Errorf("reply %v", v)
+	}
 	if err != nil {
 		return 0, b.fail(ctx, "keep-alive", err)
 	}
+	ms, indexed := v[0], v[1]
 	if ms < 0 {
 		b.goLeaseGone(id)
 		return 0, fmt.Errorf("%w: redis keep-alive: lease %d has ended", backend.ErrLeaseExpired, id)
+	}
+	// Claims this Backend held before the renewal and released none of
+	// since are all in the lease's index, unless the store lost them (a
+	// failover that dropped the writes that made them, with the lease kept).
+	if _, r := b.reg.heldOn(id); r == releases && indexed < int64(keys) {
+		if err := revokeScript.Run(ctx, b.c, []string{b.lay.token()}, b.lay.tag, int64(id)).Err(); err != nil {
+			return 0, b.fail(ctx, "keep-alive", err)
+		}
+		b.goLeaseGone(id)
+		return 0, fmt.Errorf("%w: redis keep-alive: the store lost %d of lease %d's claims; lease revoked",
+			backend.ErrLeaseExpired, int64(keys)-indexed, id)
 	}
 	return time.Duration(ms) * time.Millisecond, nil
 }

@@ -18,10 +18,14 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 	if err := b.closedErr("release"); err != nil {
 		return err
 	}
+	ref := claimRef{key: c.Key, token: c.Token}
+	// Before the script runs: from now on the store may no longer have the
+	// claim, which KeepAlive must not take for a loss.
+	b.reg.releasing(ref)
 	if err := b.release(ctx, c.ID, strconv.FormatUint(c.Token, 10), c.AllKeys()); err != nil {
 		return err
 	}
-	b.reg.untrackRef(claimRef{key: c.Key, token: c.Token})
+	b.reg.untrackRef(ref)
 	return nil
 }
 

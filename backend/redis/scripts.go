@@ -286,13 +286,14 @@ return id
 `)
 
 // keepAliveScript renews a lease for its TTL if it still exists; it never
-// creates one. ARGV: tag, id. Reply: the TTL in ms, or -1 if it has ended.
+// creates one. ARGV: tag, id. Reply: {TTL in ms, or -1 if it has ended;
+// the number of entries in the lease's claim index}.
 var keepAliveScript = goredis.NewScript(lib + `
 local k = tag .. 'lease:' .. ARGV[2]
 local ttl = redis.call('GET', k)
-if not ttl then return -1 end
+if not ttl then return {-1, 0} end
 redis.call('PEXPIRE', k, ttl)
-return tonumber(ttl)
+return {tonumber(ttl), redis.call('SCARD', tag .. 'lc:' .. ARGV[2])}
 `)
 
 // revokeScript ends a lease and removes its claims. ARGV: tag, id.

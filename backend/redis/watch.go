@@ -17,6 +17,7 @@ type registry struct {
 	disarmed map[*watcher]struct{}
 	claims   map[backend.LeaseID]map[*tracked]struct{}
 	byRef    map[claimRef]*tracked // holders, for Release
+	held     map[backend.LeaseID]*heldOn
 }
 
 func newRegistry() *registry {
@@ -26,6 +27,7 @@ func newRegistry() *registry {
 		disarmed: map[*watcher]struct{}{},
 		claims:   map[backend.LeaseID]map[*tracked]struct{}{},
 		byRef:    map[claimRef]*tracked{},
+		held:     map[backend.LeaseID]*heldOn{},
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -25,10 +26,13 @@ const exitNotAcquired = 75
 // The ashlock command takes, refuses and inspects locks through a
 // redis:// seed.
 func TestCLIWithRedisSeed(t *testing.T) {
-	ctx := ctxFor(t)
+	// A build that misses the cache takes long on a loaded machine.
+	bctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
 	bin := filepath.Join(t.TempDir(), "ashlock")
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/ash-lock/ashlock/cmd/ashlock").CombinedOutput()
+	out, err := exec.CommandContext(bctx, "go", "build", "-o", bin, "github.com/ash-lock/ashlock/cmd/ashlock").CombinedOutput()
 	require.NoError(t, err, "building ashlock: %s", out)
+	ctx := ctxFor(t)
 	seed := srv.URL() + "?ashlock_prefix=" + redistest.Prefix()
 	ashlockCmd := func(args ...string) (stdout string, code int) {
 		t.Helper()
