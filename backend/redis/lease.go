@@ -9,10 +9,15 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
+// MinTTL is the shortest lease Grant gives: a shorter TTL is raised to it,
+// as etcd raises small TTLs. A lease must outlast a few round trips and a
+// scheduling delay, or its holder could lose it before it learnt it held.
+const MinTTL = time.Second
+
 // Grant creates a lease: the key {p}lease:<id>, expiring after ttl
-// (rounded up to a whole millisecond) by the server's clock. The TTL
-// granted is that rounded value. Errors wrap ErrInvalidConfig (ttl <= 0),
-// ErrUnavailable or ErrClosed.
+// (rounded up to a whole millisecond, and at least MinTTL) by the server's
+// clock. The TTL granted is that value. Errors wrap ErrInvalidConfig (ttl
+// <= 0), ErrUnavailable or ErrClosed.
 func (b *Backend) Grant(ctx context.Context, ttl time.Duration) (backend.Lease, error) {
 	if err := b.closedErr("grant"); err != nil {
 		return backend.Lease{}, err
@@ -20,7 +25,7 @@ func (b *Backend) Grant(ctx context.Context, ttl time.Duration) (backend.Lease, 
 	if ttl <= 0 {
 		return backend.Lease{}, fmt.Errorf("%w: redis grant: TTL %v", backend.ErrInvalidConfig, ttl)
 	}
-	ms := (ttl + time.Millisecond - 1) / time.Millisecond
+	ms := (max(ttl, MinTTL) + time.Millisecond - 1) / time.Millisecond
 	id, err := grantScript.Run(ctx, b.c, []string{b.lay.token()}, b.lay.tag, int64(ms)).Text()
 	if err != nil {
 		return backend.Lease{}, b.fail(ctx, "grant", err)
