@@ -4,4 +4,5 @@ package main
 // $ASHLOCK_SEED can name any of them.
 import (
 	_ "github.com/ash-lock/ashlock/backend/postgres" // postgres://, postgresql://
+	_ "github.com/ash-lock/ashlock/backend/redis"    // redis://, rediss://
 )

@@ -23,6 +23,12 @@ Backends (--seed, default $ASHLOCK_SEED, else memory://):
   postgres://USER@HOST:PORT/DB?ashlock_schema=SCHEMA  (or postgresql://)
       PostgreSQL (a libpq URL); locks are shared by everyone using the same
       database and SCHEMA (default ashlock), whose tables it creates.
+  redis://[USER:PASSWORD@]HOST:PORT[/DB][?ashlock_prefix=PREFIX]
+  rediss://...
+      Redis 7 or later (rediss: with TLS); locks are shared by everyone
+      using the same server, database and PREFIX (default ashlock:).
+      Turn on keyspace notifications (notify-keyspace-events Kgx) so
+      that a deleted lease is noticed at once.
   memory://
       in-process: every ashlock process has locks of its own, so this
       excludes nothing between two ashlock runs. Useful for trying the

@@ -9,8 +9,9 @@
 //
 // See "ashlock --help" for flags, environment and exit codes. The default
 // backend is in-process (memory://), which locks nothing across processes;
-// real use points --seed or $ASHLOCK_SEED at etcd or PostgreSQL
-// (postgres://user@host/db?ashlock_schema=locks).
+// real use points --seed or $ASHLOCK_SEED at etcd, PostgreSQL
+// (postgres://user@host/db?ashlock_schema=locks) or Redis
+// (redis://host:6379/0?ashlock_prefix=locks:).
 package main
 
 import (

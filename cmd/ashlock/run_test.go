@@ -365,7 +365,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{"bad duration", []string{"run", "--ttl", "soon", "job", "--", "true"}, "ttl"},
 		{"zero connect timeout", []string{"run", "--connect-timeout", "0s", "job", "--", "true"}, "--connect-timeout"},
 		{"control character in KEY", []string{"run", "jo\x01b", "--", "true"}, "invalid key"},
-		{"unknown seed", []string{"run", "--seed", "redis://x", "job", "--", "true"}, "invalid configuration"},
+		{"unknown seed", []string{"run", "--seed", "nosuch://x", "job", "--", "true"}, "invalid configuration"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

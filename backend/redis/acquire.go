@@ -1,0 +1,160 @@
+package redis
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/google/uuid"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// maxIDLen bounds a claim ID, which is part of several hash fields.
+const maxIDLen = 128
+
+// Acquire adds a claim on req.Key (on every key of req.Keys) bound to
+// req.Lease, named req.ID (a fresh UUID when empty), and returns it once
+// it holds the key.
+//
+// A fair waiting request joins each key's queue in one script run, which
+// uncontended also makes it the holder: one round trip. Otherwise it
+// waits for the claims package backend's WaitFor names (woken by their
+// events, or by a timer at the end of their lease), reads its queues again
+// and, once the rule admits it everywhere, records its admission (and
+// permit) in one more script run compared on its identity. Requests that
+// do not queue (Wait or Fair false) add their claim only in a script run
+// that finds the queues as they last read them, with the claim admitted.
+//
+// Acquire blocks until the claim holds its keys, ctx ends, the claim or
+// its lease vanishes (ErrLeaseExpired), Redis fails (ErrUnavailable) or
+// the Backend is closed (ErrClosed). When it fails after its claim may
+// have been added, even if Redis's reply was lost, it removes the claim by
+// its ID with a bounded context of its own. Safe for concurrent use.
+func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Claim, error) {
+	if err := b.closedErr("acquire"); err != nil {
+		return backend.Claim{}, err
+	}
+	if ctx.Err() != nil {
+		return backend.Claim{}, fmt.Errorf("redis acquire %q: %w", req.Key, backend.ContextError(ctx))
+	}
+	if err := backend.CheckRequest(&req); err != nil {
+		return backend.Claim{}, err
+	}
+	if req.ID == "" {
+		req.ID = uuid.NewString()
+	} else if err := checkID(req.ID); err != nil {
+		return backend.Claim{}, err
+	}
+	if req.Lease <= 0 {
+		return backend.Claim{}, fmt.Errorf("%w: redis acquire %q: no lease", backend.ErrLeaseExpired, req.Key)
+	}
+	a := &acquisition{b: b, req: req, keys: req.AllKeys(), kind: backend.KindOf(&req), permit: backend.NoPermit}
+	a.t = b.reg.track(req.Lease, req.OnLost, len(a.keys))
+	if req.Wait {
+		a.w = b.reg.watch(a.keys, false)
+		defer b.reg.unwatch(a.w)
+	}
+	err := a.run(ctx)
+	if err == nil && !b.reg.promote(a.t, claimRef{key: req.Key, token: a.token}) {
+		err = a.lostError()
+	}
+	if err != nil {
+		b.reg.untrack(a.t)
+		if a.mayExist {
+			b.discard(req.ID, a.keys)
+		}
+		return backend.Claim{}, err
+	}
+	return backend.Claim{
+		Key: req.Key, Keys: req.Keys, ID: req.ID, Lease: req.Lease, Token: a.token,
+		AcquiredAt: a.at, Stamp: a.stamp, Shared: req.Shared, Permits: a.kind.Permits,
+		Permit: max(a.permit, 0), Value: bytes.Clone(req.Value),
+	}, nil
+}
+
+// checkID reports why id cannot name a claim: it is part of hash fields
+// ("<id>:o") and of lease index entries ("<id>\n<key>").
+func checkID(id string) error {
+	if len(id) > maxIDLen || strings.ContainsFunc(id, func(r rune) bool { return r == ':' || unicode.IsControl(r) }) {
+		return fmt.Errorf("%w: redis acquire: claim ID %q (at most %d bytes, no ':' or control characters)",
+			backend.ErrInvalidConfig, id, maxIDLen)
+	}
+	return nil
+}
+
+// acquisition is the state of one Acquire call.
+type acquisition struct {
+	b    *Backend
+	req  backend.AcquireRequest
+	keys []string
+	kind backend.Kind
+	t    *tracked
+	w    *watcher // nil unless req.Wait
+
+	mayExist  bool // the claim may be in Redis: remove it on failure
+	token     uint64
+	permit    int
+	at        time.Time
+	prevStamp backend.Timestamp // the highest stamp of the keys when admitted
+	stamp     backend.Timestamp
+}
+
+func (a *acquisition) run(ctx context.Context) error {
+	var err error
+	if a.req.Wait && a.req.Fair {
+		err = a.queue(ctx)
+	} else {
+		err = a.whenFree(ctx)
+	}
+	if err != nil || a.req.Stamp == nil {
+		return err
+	}
+	return a.stampIt(ctx)
+}
+
+func (a *acquisition) lostError() error {
+	return fmt.Errorf("%w: redis acquire %q: the claim vanished (its lease ended or it was deleted)",
+		backend.ErrLeaseExpired, a.req.Key)
+}
+
+func (a *acquisition) lockedError() error {
+	return fmt.Errorf("redis acquire %q: %w", a.req.Key, backend.ErrLocked)
+}
+
+// discard removes the claim of a failed Acquire by its ID, whatever its
+// token, with a bounded context of its own: the caller's may have ended.
+// The ID is the acquisition's own, so nothing else can be removed.
+func (b *Backend) discard(id string, keys []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	if err := b.release(ctx, id, "", keys); err != nil {
+		b.log.Warn("redis: removing the claim of a failed acquire failed; it goes when its lease ends",
+			"key", keys[0], "error", err)
+	}
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+func parseToken(v any) (uint64, error) {
+	s, _ := v.(string)
+	return strconv.ParseUint(s, 10, 64)
+}
+
+func parseMillis(v any) (time.Time, error) {
+	s, _ := v.(string)
+	ms, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.UnixMilli(ms), nil
+}

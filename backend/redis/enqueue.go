@@ -1,0 +1,111 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// enqueueReply is what enqueueScript answered.
+type enqueueReply struct {
+	status string
+	token  uint64
+	own    queued     // "exists": the claim found under the request's ID
+	queues [][]queued // "queued", "exists", "changed": the keys' queues
+	key    string     // "mismatch": the key
+	at     time.Time  // "ok"
+	stamp  string     // "ok"
+}
+
+// enqueue runs enqueueScript in mode ("fair" or "cond", see there).
+func (a *acquisition) enqueue(ctx context.Context, mode string, permit int, expect []string) (enqueueReply, error) {
+	placed := "0"
+	if a.req.Keys == nil && !a.kind.Counted() {
+		// Nothing but the claims ahead keeps such a claim from holding:
+		// its place in the queue is its admission.
+		placed = "1"
+	}
+	args := make([]any, 0, 12+2*len(a.keys))
+	args = append(args, a.b.lay.tag, a.req.ID, int64(a.req.Lease), a.kind.Permits, flag(a.kind.Shared), mode, permit,
+		a.req.Owner, a.req.Value, flag(a.req.Stamp != nil), placed, len(a.keys))
+	for _, k := range a.keys {
+		args = append(args, k)
+	}
+	for _, e := range expect {
+		args = append(args, e)
+	}
+	a.mayExist = true
+	v, err := enqueueScript.Run(ctx, a.b.c, []string{a.b.lay.token()}, args...).Slice()
+	if err != nil {
+		return enqueueReply{}, a.b.fail(ctx, "acquire", err)
+	}
+	r := enqueueReply{}
+	r.status, _ = v[0].(string)
+	switch r.status {
+	case "nolease", "mismatch", "changed":
+		a.mayExist = false // the script added nothing
+	}
+	switch r.status {
+	case "mismatch":
+		r.key, _ = v[1].(string)
+	case "ok":
+		r.token, err = parseToken(v[1])
+		if err == nil {
+			r.at, err = parseMillis(v[2])
+		}
+		if err == nil {
+			r.stamp, _ = v[3].(string)
+		}
+	case "queued":
+		if r.token, err = parseToken(v[1]); err == nil {
+			r.queues, err = parseQueues(v[2:])
+		}
+	case "exists":
+		rec, _ := v[1].(string)
+		if err = parseRecord(rec, &r.own); err == nil {
+			r.token = r.own.token
+			r.queues, err = parseQueues(v[2:])
+		}
+	case "changed":
+		r.queues, err = parseQueues(v[1:])
+	case "nolease":
+	default:
+		err = fmt.Errorf("unknown reply %q", r.status)
+	}
+	if err != nil {
+		return enqueueReply{}, fmt.Errorf("%w: redis acquire %q: %w", backend.ErrUnavailable, a.req.Key, err)
+	}
+	return r, nil
+}
+
+// refused turns a reply that added nothing into the Acquire's error.
+func (a *acquisition) refused(r enqueueReply) error {
+	switch r.status {
+	case "nolease":
+		return fmt.Errorf("%w: redis acquire %q: lease %d has ended", backend.ErrLeaseExpired, a.req.Key, a.req.Lease)
+	case "mismatch":
+		return fmt.Errorf("redis acquire %q: %d permits, the claims queued at %q have another count: %w",
+			a.req.Key, a.kind.Permits, r.key, backend.ErrPermitMismatch)
+	}
+	return nil
+}
+
+// holds records the admission an "ok" reply reports.
+func (a *acquisition) holds(r enqueueReply, permit int) error {
+	a.token, a.at, a.permit = r.token, r.at, permit
+	return a.keepStamp(r.stamp)
+}
+
+func (a *acquisition) keepStamp(s string) error {
+	if a.req.Stamp == nil {
+		return nil
+	}
+	st, err := parseStamp(s)
+	if err != nil {
+		return fmt.Errorf("%w: redis acquire %q: %w", backend.ErrUnavailable, a.req.Key, err)
+	}
+	a.prevStamp = st
+	return nil
+}

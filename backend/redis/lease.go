@@ -1,0 +1,133 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// MinTTL is the shortest lease Grant gives: a shorter TTL is raised to it,
+// as etcd raises small TTLs. A lease must outlast a few round trips and a
+// scheduling delay, or its holder could lose it before it learnt it held.
+const MinTTL = time.Second
+
+// Grant creates a lease: the key {p}lease:<id>, expiring after ttl
+// (rounded up to a whole millisecond, and at least MinTTL) by the server's
+// clock. The TTL granted is that value. Errors wrap ErrInvalidConfig (ttl
+// <= 0), ErrUnavailable or ErrClosed.
+func (b *Backend) Grant(ctx context.Context, ttl time.Duration) (backend.Lease, error) {
+	if err := b.closedErr("grant"); err != nil {
+		return backend.Lease{}, err
+	}
+	if ttl <= 0 {
+		return backend.Lease{}, fmt.Errorf("%w: redis grant: TTL %v", backend.ErrInvalidConfig, ttl)
+	}
+	ms := (max(ttl, MinTTL) + time.Millisecond - 1) / time.Millisecond
+	id, err := grantScript.Run(ctx, b.c, []string{b.lay.token()}, b.lay.tag, int64(ms)).Text()
+	if err != nil {
+		return backend.Lease{}, b.fail(ctx, "grant", err)
+	}
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil || n <= 0 {
+		return backend.Lease{}, fmt.Errorf("%w: redis grant: lease id %q", backend.ErrUnavailable, id)
+	}
+	return backend.Lease{ID: backend.LeaseID(n), TTL: ms * time.Millisecond}, nil
+}
+
+// KeepAlive renews a lease for its TTL, counted from when the server runs
+// the renewal (after the request was sent). A lease that has ended is
+// never renewed: the error wraps ErrLeaseExpired, and this Backend's claims
+// on it are reported lost (OnLost, from a goroutine of its own). So is a
+// lease whose claims held here the store no longer has all of (writes
+// lost in a failover that kept the lease): KeepAlive then revokes it.
+func (b *Backend) KeepAlive(ctx context.Context, id backend.LeaseID) (time.Duration, error) {
+	if err := b.closedErr("keep-alive"); err != nil {
+		return 0, err
+	}
+	keys, releases := b.reg.heldOn(id)
+	v, err := keepAliveScript.Run(ctx, b.c, []string{b.lay.token()}, b.lay.tag, int64(id)).Int64Slice()
+	if err == nil && len(v) != 2 {
+		err = fmt.Errorf("reply %v", v)
+	}
+	if err != nil {
+		return 0, b.fail(ctx, "keep-alive", err)
+	}
+	ms, indexed := v[0], v[1]
+	if ms < 0 {
+		b.goLeaseGone(id)
+		return 0, fmt.Errorf("%w: redis keep-alive: lease %d has ended", backend.ErrLeaseExpired, id)
+	}
+	// Claims this Backend held before the renewal and released none of
+	// since are all in the lease's index, unless the store lost them (a
+	// failover that dropped the writes that made them, with the lease kept).
+	if _, r := b.reg.heldOn(id); r == releases && indexed < int64(keys) {
+		if err := revokeScript.Run(ctx, b.c, []string{b.lay.token()}, b.lay.tag, int64(id)).Err(); err != nil {
+			return 0, b.fail(ctx, "keep-alive", err)
+		}
+		b.goLeaseGone(id)
+		return 0, fmt.Errorf("%w: redis keep-alive: the store lost %d of lease %d's claims; lease revoked",
+			backend.ErrLeaseExpired, int64(keys)-indexed, id)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// Revoke deletes a lease and every claim bound to it, in one script run,
+// and then reports this Backend's claims on it lost (OnLost, from a
+// goroutine of its own). Revoking a lease that has
+// ended is not an error.
+func (b *Backend) Revoke(ctx context.Context, id backend.LeaseID) error {
+	if err := b.closedErr("revoke"); err != nil {
+		return err
+	}
+	if err := revokeScript.Run(ctx, b.c, []string{b.lay.token()}, b.lay.tag, int64(id)).Err(); err != nil {
+		return b.fail(ctx, "revoke", err)
+	}
+	b.goLeaseGone(id)
+	return nil
+}
+
+// goLeaseGone runs leaseGone on a goroutine of the Backend's: OnLost is
+// never called on a caller's goroutine, which may hold locks of its own
+// (the client's watchdog renews and revokes).
+func (b *Backend) goLeaseGone(id backend.LeaseID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.psClosed {
+		return
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		b.leaseGone(id)
+	}()
+}
+
+// leaseGone handles the end of lease id, however it was learnt: waiters
+// that wait on its claims wake, this Backend's claims on it are lost, and
+// if anything here had an interest in it its claims are reaped at once
+// (in the background) rather than at the next read of their keys.
+func (b *Backend) leaseGone(id backend.LeaseID) {
+	interested := b.reg.leaseEnded(id)
+	b.reg.lose(id, fmt.Errorf("%w: redis: lease %d ended (expired, revoked or deleted)", backend.ErrLeaseExpired, id))
+	if !interested {
+		return
+	}
+	// Under b.mu, so that no reaper starts once Close waits for them.
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.psClosed {
+		return
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		if err := reapScript.Run(ctx, b.c, []string{b.lay.token()}, b.lay.tag, strconv.FormatInt(int64(id), 10)).Err(); err != nil {
+			b.log.Debug("redis: reaping an ended lease failed; its claims go at the next read of their keys", "lease", int64(id), "error", err)
+		}
+	}()
+}

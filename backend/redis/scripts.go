@@ -1,0 +1,311 @@
+package redis
+
+import goredis "github.com/redis/go-redis/v9"
+
+// The Lua side of the backend: storage only. Scripts add, rewrite and
+// remove claims atomically, issue tokens and reap the claims of ended
+// leases; which claims hold a key is decided in Go (package backend's
+// rules) from the queues the scripts return.
+//
+// Every script takes KEYS[1] = the prefix's token counter, which routes it
+// (all keys of a Backend share one hash tag, so one node holds them all),
+// and ARGV[1] = the hash tag "{prefix}". Lock keys, claim IDs, owners and
+// values arrive only as ARGV, never in the script text.
+//
+// A claim's record at one lock key is the hash field <id> of {p}c:<key>:
+//
+//	"<token> <lease> <permits> <shared 0|1> <admitted 0|1> <permit> <acquired-at ms> <stamp hex|0>"
+//
+// with the owner label in field <id>:o and the value in <id>:v. Its place
+// in the queue is the member <id> of the sorted set {p}q:<key>, scored by
+// token. Its lease indexes it as "<id>\n<key>" in the set {p}lc:<lease>. Events go to the channel {p}events as
+// "<a|d|v> <token> <key>": admitted, departed, value set.
+
+// lib holds the functions every script shares; each script is lib followed
+// by its body.
+const lib = `
+local tag = ARGV[1]
+local function fmt(n) return string.format('%d', n) end
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function parse(m)
+  local t, l, n, sh, a, p, at, st = string.match(m, '^(%d+) (%d+) (%d+) ([01]) ([01]) (%-?%d+) (%d+) (%x+)$')
+  if not t then return nil end
+  return {t = t, l = l, n = n, sh = sh, a = a, p = p, at = at, st = st}
+end
+local function unparse(r)
+  return table.concat({r.t, r.l, r.n, r.sh, r.a, r.p, r.at, r.st}, ' ')
+end
+local function event(what, token, key)
+  redis.call('PUBLISH', tag .. 'events', what .. ' ' .. token .. ' ' .. key)
+end
+-- drop removes claim id at key, whatever its token, and reports its departure.
+local function drop(key, id)
+  local c = tag .. 'c:' .. key
+  local m = redis.call('HGET', c, id)
+  redis.call('ZREM', tag .. 'q:' .. key, id)
+  redis.call('HDEL', c, id, id .. ':o', id .. ':v')
+  local r = m and parse(m)
+  if r then
+    redis.call('SREM', tag .. 'lc:' .. r.l, id .. '\n' .. key)
+    event('d', r.t, key)
+  end
+  return r ~= nil
+end
+-- reap removes every claim of a lease that has ended.
+local function reap(lease)
+  local idx = tag .. 'lc:' .. lease
+  for _, m in ipairs(redis.call('SMEMBERS', idx)) do
+    local nl = string.find(m, '\n', 1, true)
+    if nl then drop(string.sub(m, nl + 1), string.sub(m, 1, nl - 1)) end
+  end
+  redis.call('DEL', idx)
+end
+-- state reaps the claims of ended leases queued at key with a token up to
+-- upto ('+inf' for all), then lists them in token order: {id, record,
+-- owner, value, lease pttl} per claim.
+local function state(key, upto)
+  local q, c = tag .. 'q:' .. key, tag .. 'c:' .. key
+  local ids = redis.call('ZRANGEBYSCORE', q, '-inf', upto)
+  local pttl, dead = {}, false
+  for _, id in ipairs(ids) do
+    local r = parse(redis.call('HGET', c, id) or '')
+    if not r then
+      redis.call('ZREM', q, id)
+      redis.call('HDEL', c, id, id .. ':o', id .. ':v')
+    elseif not pttl[r.l] then
+      pttl[r.l] = redis.call('PTTL', tag .. 'lease:' .. r.l)
+      if pttl[r.l] == -2 then
+        reap(r.l)
+        dead = true
+      end
+    end
+  end
+  if dead then ids = redis.call('ZRANGEBYSCORE', q, '-inf', upto) end
+  local out = {}
+  for _, id in ipairs(ids) do
+    local m = redis.call('HGET', c, id)
+    local r = m and parse(m)
+    if r then
+      local ov = redis.call('HMGET', c, id .. ':o', id .. ':v')
+      out[#out + 1] = {id, m, ov[1] or '', ov[2] or '', pttl[r.l] or -1}
+    end
+  end
+  return out
+end
+-- stampmax returns the highest stamp recorded at any of keys, or '0'.
+local function stampmax(keys)
+  local best = '0'
+  for _, k in ipairs(keys) do
+    local s = redis.call('GET', tag .. 's:' .. k)
+    if s and (best == '0' or s > best) then best = s end
+  end
+  return best
+end
+-- claimed returns the records of claim id with token at every key, or nil
+-- if it is missing at any of them.
+local function claimed(keys, id, token)
+  local rs = {}
+  for i, k in ipairs(keys) do
+    local r = parse(redis.call('HGET', tag .. 'c:' .. k, id) or '')
+    if not r or r.t ~= token then return nil end
+    rs[i] = r
+  end
+  return rs
+end
+local function slice(from, n)
+  local out = {}
+  for i = 1, n do out[i] = ARGV[from + i - 1] end
+  return out
+end
+`
+
+// enqueueScript adds a claim at every key of a request, with a fresh token.
+//
+// ARGV: tag, id, lease, permits, shared (0|1), mode, permit, owner, value,
+// want stamp (0|1), placed (0|1), n keys, keys..., then in mode "cond" one
+// expected last token per key ("0" for an empty queue).
+//
+// Mode "fair" always queues the claim; it is admitted at once (with the
+// given permit) only when every queue was empty. A claim whose admission
+// the caller says follows from its place in the queue alone ("placed": a
+// single-key claim that takes no permit) is recorded as admitted from the
+// start, so that the departure of the claim ahead is its handoff. Mode
+// "cond" adds it, admitted, only if every queue's newest token is the
+// expected one, that is no claim joined since the caller read the queues
+// (claims only join at the back, and leaving only frees). The replies:
+//
+//	{"nolease"}                        the lease has ended
+//	{"mismatch", key}                  key's queue agrees on another permit count
+//	{"exists", record, states...}      a claim named id is already at the first key
+//	{"changed", states...}             mode "cond": a queue is not as expected
+//	{"ok", token, acquired-at, stamp}  added and admitted
+//	{"queued", token, states...}       added behind states (the queues before it)
+var enqueueScript = goredis.NewScript(lib + `
+local id, lease, n, shared, mode, permit = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local owner, value, wantstamp, placed = ARGV[8], ARGV[9], ARGV[10], ARGV[11]
+local nk = tonumber(ARGV[12])
+local keys = slice(13, nk)
+if redis.call('EXISTS', tag .. 'lease:' .. lease) == 0 then return {'nolease'} end
+local states = {}
+for i, k in ipairs(keys) do states[i] = state(k, '+inf') end
+local own = redis.call('HGET', tag .. 'c:' .. keys[1], id)
+if own then return {'exists', own, unpack(states)} end
+local empty = true
+for i, k in ipairs(keys) do
+  local s = states[i]
+  if #s > 0 then
+    empty = false
+    if parse(s[1][2]).n ~= n then return {'mismatch', k} end
+    if mode == 'cond' and parse(s[#s][2]).t ~= ARGV[12 + nk + i] then return {'changed', unpack(states)} end
+  elseif mode == 'cond' and ARGV[12 + nk + i] ~= '0' then
+    return {'changed', unpack(states)}
+  end
+end
+local last = tonumber(redis.call('GET', KEYS[1]) or '0')
+local token = fmt(math.max(now_us(), last + 1))
+redis.call('SET', KEYS[1], token)
+local adm = mode == 'cond' or empty
+local r = {t = token, l = lease, n = n, sh = shared, a = '0', p = '-1', at = '0', st = '0'}
+if adm or placed == '1' then r.a, r.p, r.at = '1', permit, fmt(math.floor(now_us() / 1000)) end
+local m = unparse(r)
+for _, k in ipairs(keys) do
+  redis.call('ZADD', tag .. 'q:' .. k, token, id)
+  redis.call('HSET', tag .. 'c:' .. k, id, m, id .. ':o', owner, id .. ':v', value)
+  redis.call('SADD', tag .. 'lc:' .. lease, id .. '\n' .. k)
+  if adm then event('a', token, k) end
+end
+if adm then
+  local st = '0'
+  if wantstamp == '1' then st = stampmax(keys) end
+  return {'ok', token, r.at, st}
+end
+return {'queued', token, unpack(states)}
+`)
+
+// stateScript reaps and lists the queues of keys, each up to a token:
+// a waiter needs only the claims up to its own.
+//
+// ARGV: tag, n keys, keys..., then per key the highest token to list
+// ("+inf" for all). Reply: one state per key (see state in lib).
+var stateScript = goredis.NewScript(lib + `
+local nk = tonumber(ARGV[2])
+local keys = slice(3, nk)
+local out = {}
+for i, k in ipairs(keys) do out[i] = state(k, ARGV[2 + nk + i]) end
+return out
+`)
+
+// admitScript records that a claim holds its keys: its permit and the
+// time, compared on the claim's identity (id and token) at every key.
+//
+// ARGV: tag, id, token, permit, want stamp (0|1), n keys, keys...
+// Reply: {"gone"} or {"ok", acquired-at, stamp}.
+var admitScript = goredis.NewScript(lib + `
+local id, token, permit, wantstamp = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local keys = slice(7, tonumber(ARGV[6]))
+local rs = claimed(keys, id, token)
+if not rs then return {'gone'} end
+local at = fmt(math.floor(now_us() / 1000))
+for i, k in ipairs(keys) do
+  local r = rs[i]
+  r.a, r.p, r.at = '1', permit, at
+  redis.call('HSET', tag .. 'c:' .. k, id, unparse(r))
+  event('a', token, k)
+end
+local st = '0'
+if wantstamp == '1' then st = stampmax(keys) end
+return {'ok', at, st}
+`)
+
+// stampScript records a holder's stamp, compared on its identity, and
+// raises each key's highest stamp to it.
+//
+// ARGV: tag, id, token, stamp (hex), n keys, keys... Reply: 1, or 0 if the
+// claim is gone.
+var stampScript = goredis.NewScript(lib + `
+local id, token, stamp = ARGV[2], ARGV[3], ARGV[4]
+local keys = slice(6, tonumber(ARGV[5]))
+local rs = claimed(keys, id, token)
+if not rs then return 0 end
+for i, k in ipairs(keys) do
+  rs[i].st = stamp
+  redis.call('HSET', tag .. 'c:' .. k, id, unparse(rs[i]))
+  local s = redis.call('GET', tag .. 's:' .. k)
+  if not s or s < stamp then redis.call('SET', tag .. 's:' .. k, stamp) end
+end
+return 1
+`)
+
+// releaseScript removes a claim at every key where it still has the given
+// token, or any token when that is "" (the claim of a failed Acquire,
+// named by its acquisition's unique id).
+//
+// ARGV: tag, id, token, n keys, keys... Reply: how many keys it left.
+var releaseScript = goredis.NewScript(lib + `
+local id, token = ARGV[2], ARGV[3]
+local keys = slice(5, tonumber(ARGV[4]))
+local n = 0
+for _, k in ipairs(keys) do
+  local r = parse(redis.call('HGET', tag .. 'c:' .. k, id) or '')
+  if r and (token == '' or r.t == token) and drop(k, id) then n = n + 1 end
+end
+return n
+`)
+
+// setValueScript replaces a claim's value at every key, compared on its
+// identity.
+//
+// ARGV: tag, id, token, value, n keys, keys... Reply: 1, or 0 if the
+// claim is gone.
+var setValueScript = goredis.NewScript(lib + `
+local id, token, value = ARGV[2], ARGV[3], ARGV[4]
+local keys = slice(6, tonumber(ARGV[5]))
+if not claimed(keys, id, token) then return 0 end
+for _, k in ipairs(keys) do
+  redis.call('HSET', tag .. 'c:' .. k, id .. ':v', value)
+  event('v', token, k)
+end
+return 1
+`)
+
+// grantScript creates a lease. Its id follows the same rule as tokens
+// (the last id plus one, or the server's clock in microseconds if that is
+// larger), so that a server that lost the last ids (a failover, a restart
+// without persistence) does not hand an id out again: a client still
+// renewing the old lease would renew another client's.
+// ARGV: tag, ttl ms. Reply: its id.
+var grantScript = goredis.NewScript(lib + `
+local last = tonumber(redis.call('GET', tag .. 'leases') or '0')
+local id = fmt(math.max(now_us(), last + 1))
+redis.call('SET', tag .. 'leases', id)
+redis.call('SET', tag .. 'lease:' .. id, ARGV[2], 'PX', ARGV[2])
+return id
+`)
+
+// keepAliveScript renews a lease for its TTL if it still exists; it never
+// creates one. ARGV: tag, id. Reply: {TTL in ms, or -1 if it has ended;
+// the number of entries in the lease's claim index}.
+var keepAliveScript = goredis.NewScript(lib + `
+local k = tag .. 'lease:' .. ARGV[2]
+local ttl = redis.call('GET', k)
+if not ttl then return {-1, 0} end
+redis.call('PEXPIRE', k, ttl)
+return {tonumber(ttl), redis.call('SCARD', tag .. 'lc:' .. ARGV[2])}
+`)
+
+// revokeScript ends a lease and removes its claims. ARGV: tag, id.
+var revokeScript = goredis.NewScript(lib + `
+redis.call('DEL', tag .. 'lease:' .. ARGV[2])
+reap(ARGV[2])
+return 1
+`)
+
+// reapScript removes the claims of a lease if it has ended. ARGV: tag, id.
+var reapScript = goredis.NewScript(lib + `
+if redis.call('EXISTS', tag .. 'lease:' .. ARGV[2]) == 1 then return 0 end
+reap(ARGV[2])
+return 1
+`)

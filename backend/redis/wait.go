@@ -1,0 +1,214 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// queue is the path of fair waiting requests: join the queues, then wait
+// until the rule admits the claim at every key.
+func (a *acquisition) queue(ctx context.Context) error {
+	a.b.reg.disarm(a.w)
+	// An empty queue admits a claim of any kind, a counted one with the
+	// lowest permit.
+	first, _ := backend.PermitFor(nil, a.kind.Permits, 0)
+	r, err := a.enqueue(ctx, "fair", first, nil)
+	if err != nil {
+		return err
+	}
+	switch r.status {
+	case "ok":
+		return a.holds(r, first)
+	case "queued":
+		a.token = r.token
+		for i := range r.queues {
+			r.queues[i] = append(r.queues[i], queued{id: a.req.ID, token: r.token, kind: a.kind, permit: backend.NoPermit})
+		}
+	case "exists":
+		// A claim under our ID that a lost reply of this request added.
+		a.token = r.token
+	default:
+		return a.refused(r)
+	}
+	return a.wait(ctx, r.queues)
+}
+
+// wait waits until the rule admits the claim at every key, then records
+// its admission. qs are its keys' queues as last read.
+func (a *acquisition) wait(ctx context.Context, qs [][]queued) error {
+	for {
+		if err := a.b.closedErr("acquire"); err != nil {
+			return err
+		}
+		if a.t.isLost() {
+			return a.lostError()
+		}
+		w, own, err := a.standing(qs)
+		if err != nil {
+			return err
+		}
+		if w.free {
+			permit := 0
+			if a.kind.Counted() {
+				if own.admitted {
+					permit = own.permit
+				} else {
+					permit = w.permit
+				}
+			}
+			return a.admit(ctx, permit)
+		}
+		if err := a.sleep(ctx, w); err != nil {
+			return err
+		}
+		if qs, err = a.read(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// standing is what the rule says of a claim, given its keys' queues.
+type standing struct {
+	free   bool
+	permit int      // when free and counted: the permit to take
+	want   []wanted // when not: the claims whose departure (or admission) may free it
+	leases []backend.LeaseID
+	soon   time.Duration // the earliest end of those claims' leases; negative if none
+}
+
+// standing reads where the claim stands in qs, which hold it at each key.
+func (a *acquisition) standing(qs [][]queued) (standing, queued, error) {
+	s := standing{free: true, soon: -1, leases: []backend.LeaseID{a.req.Lease}}
+	var own queued
+	for k, q := range qs {
+		i := -1
+		for j := range q {
+			if q[j].id == a.req.ID && q[j].token == a.token {
+				i = j
+				break
+			}
+		}
+		if i < 0 {
+			return s, own, a.lostError()
+		}
+		own = q[i]
+		ks := kinds(q)
+		if i < backend.FreePrefix(ks) {
+			if a.kind.Counted() {
+				permits := make([]int, i+1)
+				for j := range permits {
+					permits[j] = q[j].permit
+				}
+				p, wf := backend.PermitFor(permits, a.kind.Permits, i)
+				if wf >= 0 {
+					s.free = false
+					s.add(a.keys[k], q[wf], true)
+				}
+				s.permit = p
+			}
+			continue
+		}
+		s.free = false
+		s.addWait(a.keys[k], q, backend.WaitFor(ks, i))
+	}
+	return s, own, nil
+}
+
+// addWait adds what w says to wait for in queue q of key.
+func (s *standing) addWait(key string, q []queued, w backend.Wait) {
+	for j := w.From; j <= w.To; j++ {
+		s.add(key, q[j], w.Admission && j == w.To)
+	}
+}
+
+// add waits for c's departure, and its admission too if admission.
+func (s *standing) add(key string, c queued, admission bool) {
+	s.want = append(s.want, wanted{claimEvent{key: key, token: c.token}, admission})
+	s.leases = append(s.leases, c.lease)
+	if c.pttl >= 0 && (s.soon < 0 || c.pttl < s.soon) {
+		s.soon = c.pttl
+	}
+}
+
+// sleep waits for one of the events s names, the end of the earliest lease
+// among them, ctx's end or Close. It returns at once when such an event
+// came while the queues were being read.
+func (a *acquisition) sleep(ctx context.Context, s standing) error {
+	if !a.b.reg.arm(a.w, s.want, s.leases) {
+		return nil
+	}
+	var expiry <-chan time.Time
+	if s.soon >= 0 {
+		// Just past the lease's end by the server's count: the read that
+		// follows finds the lease gone and reaps its claims.
+		t := time.NewTimer(s.soon + time.Millisecond)
+		defer t.Stop()
+		expiry = t.C
+	}
+	select {
+	case <-a.w.wake:
+	case <-expiry:
+	case <-ctx.Done():
+		return fmt.Errorf("redis acquire %q: %w", a.req.Key, backend.ContextError(ctx))
+	case <-a.b.done:
+		return a.b.closedErr("acquire")
+	}
+	a.b.reg.disarm(a.w)
+	return nil
+}
+
+// read reads the claim's keys' queues up to the claim itself (the claims
+// behind it have no say in its standing), reaping the claims of ended
+// leases among them.
+func (a *acquisition) read(ctx context.Context) ([][]queued, error) {
+	return a.b.queues(ctx, a.keys, strconv.FormatUint(a.token, 10))
+}
+
+// queues runs stateScript for keys, listing each queue's claims with
+// tokens up to upto ("+inf" for all).
+func (b *Backend) queues(ctx context.Context, keys []string, upto string) ([][]queued, error) {
+	args := make([]any, 0, 2+2*len(keys))
+	args = append(args, b.lay.tag, len(keys))
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	for range keys {
+		args = append(args, upto)
+	}
+	v, err := stateScript.Run(ctx, b.c, []string{b.lay.token()}, args...).Slice()
+	if err != nil {
+		return nil, b.fail(ctx, "read", err)
+	}
+	qs, err := parseQueues(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: redis read %q: %w", backend.ErrUnavailable, keys[0], err)
+	}
+	return qs, nil
+}
+
+// admit records that the claim holds its keys with permit.
+func (a *acquisition) admit(ctx context.Context, permit int) error {
+	args := make([]any, 0, 6+len(a.keys))
+	args = append(args, a.b.lay.tag, a.req.ID, strconv.FormatUint(a.token, 10), permit, flag(a.req.Stamp != nil), len(a.keys))
+	for _, k := range a.keys {
+		args = append(args, k)
+	}
+	v, err := admitScript.Run(ctx, a.b.c, []string{a.b.lay.token()}, args...).Slice()
+	if err != nil {
+		return a.b.fail(ctx, "acquire", err)
+	}
+	if s, _ := v[0].(string); s != "ok" || len(v) != 3 {
+		return a.lostError()
+	}
+	at, err := parseMillis(v[1])
+	if err != nil {
+		return fmt.Errorf("%w: redis acquire %q: %w", backend.ErrUnavailable, a.req.Key, err)
+	}
+	a.at, a.permit = at, permit
+	s, _ := v[2].(string)
+	return a.keepStamp(s)
+}

@@ -1,0 +1,254 @@
+package redis
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// registry routes what the subscriber hears to the goroutines of this
+// Backend that wait for it: Acquires waiting for claims ahead of theirs,
+// Observes, and holders to tell of a loss. Safe for concurrent use.
+type registry struct {
+	mu       sync.Mutex
+	byKey    map[string]map[*watcher]struct{}
+	byLease  map[backend.LeaseID]map[*watcher]struct{} // armed watchers only
+	disarmed map[*watcher]struct{}
+	claims   map[backend.LeaseID]map[*tracked]struct{}
+	byRef    map[claimRef]*tracked // holders, for Release
+	held     map[backend.LeaseID]*heldOn
+}
+
+func newRegistry() *registry {
+	return &registry{
+		byKey:    map[string]map[*watcher]struct{}{},
+		byLease:  map[backend.LeaseID]map[*watcher]struct{}{},
+		disarmed: map[*watcher]struct{}{},
+		claims:   map[backend.LeaseID]map[*tracked]struct{}{},
+		byRef:    map[claimRef]*tracked{},
+		held:     map[backend.LeaseID]*heldOn{},
+	}
+}
+
+// claimEvent names one claim at one key.
+type claimEvent struct {
+	key   string
+	token uint64
+}
+
+// wanted is what a waiter waits for of one claim: its departure, and its
+// admission too when admission is set.
+type wanted struct {
+	claimEvent
+	admission bool
+}
+
+// watcher is one goroutine waiting for events. Between disarm and arm it
+// reads the store; whatever it hears meanwhile is kept in seen, so that
+// arm can tell whether the read may already be stale. That closes the gap
+// between a read and the start of the wait without waking on every event.
+type watcher struct {
+	wake chan struct{} // capacity 1: a signal waiting to be taken
+	keys []string
+	any  bool // every event of its keys wakes it (an Observe)
+
+	// Guarded by registry.mu.
+	armed      bool
+	want       map[claimEvent]bool // the claims waited for; true: their admission too
+	leases     []backend.LeaseID
+	seen       []heard
+	seenLeases []backend.LeaseID
+	stale      bool // a resubscription happened while disarmed
+}
+
+// heard is an event a disarmed watcher heard.
+type heard struct {
+	claimEvent
+	what byte
+}
+
+// maxSeen bounds what a disarmed watcher keeps (an Observe's caller may
+// take its time over a state); past it, the watcher just reads again.
+const maxSeen = 64
+
+// hear records e, heard while w is disarmed. Guarded by registry.mu.
+func (w *watcher) hear(e claimEvent, what byte) {
+	if what != departed && what != admitted {
+		return
+	}
+	if len(w.seen) < maxSeen {
+		w.seen = append(w.seen, heard{e, what})
+	} else {
+		w.stale = true
+	}
+}
+
+func (w *watcher) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// watch registers a watcher of keys, disarmed.
+func (r *registry) watch(keys []string, any bool) *watcher {
+	w := &watcher{wake: make(chan struct{}, 1), keys: keys, any: any}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range keys {
+		m := r.byKey[k]
+		if m == nil {
+			m = map[*watcher]struct{}{}
+			r.byKey[k] = m
+		}
+		m[w] = struct{}{}
+	}
+	r.disarmed[w] = struct{}{}
+	return w
+}
+
+// unwatch forgets w.
+func (r *registry) unwatch(w *watcher) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.disarmLocked(w)
+	delete(r.disarmed, w)
+	for _, k := range w.keys {
+		if m := r.byKey[k]; m != nil {
+			delete(m, w)
+			if len(m) == 0 {
+				delete(r.byKey, k)
+			}
+		}
+	}
+}
+
+// disarm starts a read: from now on w records what it hears.
+func (r *registry) disarm(w *watcher) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.disarmLocked(w)
+}
+
+func (r *registry) disarmLocked(w *watcher) {
+	if w.armed {
+		for _, l := range w.leases {
+			if m := r.byLease[l]; m != nil {
+				delete(m, w)
+				if len(m) == 0 {
+					delete(r.byLease, l)
+				}
+			}
+		}
+	}
+	w.armed, w.want, w.leases = false, nil, nil
+	w.seen, w.seenLeases, w.stale = w.seen[:0], w.seenLeases[:0], false
+	r.disarmed[w] = struct{}{}
+}
+
+// arm ends a read: w now waits for what want names (for an Observe, any
+// event of its keys) and the end of leases. It reports false, leaving w disarmed, when something w now
+// waits for was heard during the read: the read may be stale, so the
+// caller reads again at once.
+func (r *registry) arm(w *watcher, want []wanted, leases []backend.LeaseID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.armable(w, want, leases) {
+		// Start recording afresh for the read the caller makes now.
+		w.seen, w.seenLeases, w.stale = w.seen[:0], w.seenLeases[:0], false
+		return false
+	}
+	set := make(map[claimEvent]bool, len(want))
+	for _, e := range want {
+		set[e.claimEvent] = set[e.claimEvent] || e.admission
+	}
+	delete(r.disarmed, w)
+	w.armed, w.want, w.leases = true, set, leases
+	for _, l := range leases {
+		m := r.byLease[l]
+		if m == nil {
+			m = map[*watcher]struct{}{}
+			r.byLease[l] = m
+		}
+		m[w] = struct{}{}
+	}
+	return true
+}
+
+// armable reports whether nothing w heard while disarmed concerns what it
+// is about to wait for.
+func (r *registry) armable(w *watcher, want []wanted, leases []backend.LeaseID) bool {
+	if w.stale || (w.any && len(w.seen) > 0) {
+		return false
+	}
+	for _, e := range w.seen {
+		for _, x := range want {
+			if x.claimEvent == e.claimEvent && (e.what == departed || x.admission) {
+				return false
+			}
+		}
+	}
+	for _, l := range w.seenLeases {
+		if slices.Contains(leases, l) {
+			return false
+		}
+	}
+	return true
+}
+
+// Events scripts publish: what happened to a claim.
+const (
+	admitted = 'a'
+	departed = 'd'
+	valueSet = 'v'
+)
+
+// event dispatches what happened to a claim: admitted, departed or
+// valueSet. A waiter wakes for the departure of a claim it waits for, and
+// for its admission only if it said so; an Observe for anything.
+func (r *registry) event(e claimEvent, what byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for w := range r.byKey[e.key] {
+		admissionToo, waited := w.want[e]
+		switch {
+		case !w.armed:
+			w.hear(e, what)
+		case w.any || (waited && (what == departed || admissionToo)):
+			w.signal()
+		}
+	}
+}
+
+// resubscribed wakes every watcher: events may have been missed while the
+// subscription was down, so each reads once more.
+func (r *registry) resubscribed() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range r.byKey {
+		for w := range m {
+			w.stale = true
+			w.signal()
+		}
+	}
+}
+
+// leaseEnded wakes the watchers waiting on lease id and reports whether
+// anything in this Backend has an interest in it (so that it should be
+// reaped at once).
+func (r *registry) leaseEnded(id backend.LeaseID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for w := range r.disarmed {
+		if len(w.seenLeases) < maxSeen {
+			w.seenLeases = append(w.seenLeases, id)
+		} else {
+			w.stale = true
+		}
+	}
+	for w := range r.byLease[id] {
+		w.signal()
+	}
+	return len(r.byLease[id]) > 0 || len(r.claims[id]) > 0
+}

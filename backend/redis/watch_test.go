@@ -1,0 +1,146 @@
+package redis
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+func woken(w *watcher) bool {
+	select {
+	case <-w.wake:
+		return true
+	default:
+		return false
+	}
+}
+
+func ev(key string, token uint64) claimEvent { return claimEvent{key: key, token: token} }
+
+func TestEventsWakeOnlyTheWaitersTheyConcern(t *testing.T) {
+	r := newRegistry()
+	next := r.watch([]string{"k"}, false)
+	later := r.watch([]string{"k"}, false)
+	counted := r.watch([]string{"k"}, false)
+	obs := r.watch([]string{"k"}, true)
+	other := r.watch([]string{"other"}, true)
+	assert.True(t, r.arm(next, []wanted{{ev("k", 1), false}}, nil))
+	assert.True(t, r.arm(later, []wanted{{ev("k", 2), false}}, nil))
+	assert.True(t, r.arm(counted, []wanted{{ev("k", 1), true}}, nil))
+	assert.True(t, r.arm(obs, nil, nil))
+	assert.True(t, r.arm(other, nil, nil))
+
+	r.event(ev("k", 1), admitted)
+	assert.False(t, woken(next), "an exclusive waiter woken by the admission of the claim ahead")
+	assert.True(t, woken(counted), "a counted waiter not woken by the admission it waits for")
+	assert.True(t, woken(obs))
+
+	r.event(ev("k", 1), departed)
+	assert.True(t, woken(next))
+	assert.False(t, woken(later), "a waiter further back woken by a departure it does not wait for")
+	assert.False(t, woken(other), "an observer of another key woken")
+
+	r.event(ev("k", 2), valueSet)
+	assert.False(t, woken(later), "a waiter woken by a value change")
+	assert.True(t, woken(obs))
+}
+
+func TestEventsHeardDuringAReadAreNotMissed(t *testing.T) {
+	r := newRegistry()
+	w := r.watch([]string{"k"}, false)
+	r.event(ev("k", 7), departed) // while the waiter reads
+	r.event(ev("k", 8), admitted)
+	assert.False(t, r.arm(w, []wanted{{ev("k", 7), false}}, nil), "the read may have missed a departure it waits for")
+	// arm cleared what it had heard: the next read starts afresh.
+	assert.True(t, r.arm(w, []wanted{{ev("k", 7), false}}, nil))
+
+	r.disarm(w)
+	r.event(ev("k", 8), admitted)
+	assert.True(t, r.arm(w, []wanted{{ev("k", 8), false}}, nil), "an admission it does not wait for")
+	r.disarm(w)
+	r.event(ev("k", 8), admitted)
+	assert.False(t, r.arm(w, []wanted{{ev("k", 8), true}}, nil), "an admission it waits for")
+
+	r.disarm(w)
+	r.leaseEnded(3)
+	assert.False(t, r.arm(w, nil, []backend.LeaseID{3}), "the end of a lease it waits on")
+	r.disarm(w)
+	r.leaseEnded(3)
+	assert.True(t, r.arm(w, nil, []backend.LeaseID{4}))
+	r.leaseEnded(4)
+	assert.True(t, woken(w))
+
+	r.disarm(w)
+	for i := range maxSeen + 1 {
+		r.event(ev("k", uint64(100+i)), departed)
+	}
+	assert.False(t, r.arm(w, nil, nil), "too much heard: read again")
+	r.unwatch(w)
+	assert.Empty(t, r.byKey)
+	assert.Empty(t, r.byLease)
+	assert.Empty(t, r.disarmed)
+}
+
+func TestResubscriptionMakesEveryWaiterReadAgain(t *testing.T) {
+	r := newRegistry()
+	armed := r.watch([]string{"a"}, false)
+	reading := r.watch([]string{"b"}, false)
+	assert.True(t, r.arm(armed, []wanted{{ev("a", 1), false}}, nil))
+	r.resubscribed()
+	assert.True(t, woken(armed))
+	assert.False(t, r.arm(reading, []wanted{{ev("b", 1), false}}, nil), "a read under way may have missed events")
+}
+
+func TestLossReachesHoldersOnce(t *testing.T) {
+	r := newRegistry()
+	var calls []error
+	onLost := backend.LossFunc(func(err error) { calls = append(calls, err) })
+	held := r.track(5, onLost, 1)
+	assert.True(t, r.promote(held, claimRef{"k", 1}))
+	pending := r.track(5, onLost, 1)
+	released := r.track(5, onLost, 1)
+	assert.True(t, r.promote(released, claimRef{"k2", 2}))
+	r.untrackRef(claimRef{"k2", 2})
+	elsewhere := r.track(6, onLost, 1)
+	assert.True(t, r.promote(elsewhere, claimRef{"k3", 3}))
+
+	cause := errors.New("gone")
+	r.lose(5, cause)
+	r.lose(5, cause)
+	assert.Equal(t, []error{cause}, calls, "OnLost of the one holder on the lease, once")
+	assert.True(t, pending.isLost())
+	assert.False(t, r.promote(pending, claimRef{"k4", 4}), "an Acquire whose lease ended returned its claim")
+	r.untrack(pending)
+	assert.NotContains(t, r.claims, backend.LeaseID(5))
+	assert.Contains(t, r.claims, backend.LeaseID(6))
+}
+
+func TestHeldCountsFollowHoldersAndReleases(t *testing.T) {
+	r := newRegistry()
+	a := r.track(1, nil, 3)
+	b := r.track(1, nil, 1)
+	keys, _ := r.heldOn(1)
+	assert.Zero(t, keys, "pending claims counted")
+	assert.True(t, r.promote(a, claimRef{"a", 1}))
+	assert.True(t, r.promote(b, claimRef{"b", 2}))
+	keys, rel0 := r.heldOn(1)
+	assert.Equal(t, 4, keys)
+	r.releasing(claimRef{"a", 1})
+	keys, rel := r.heldOn(1)
+	assert.Equal(t, 1, keys)
+	assert.Equal(t, rel0+1, rel)
+	r.untrackRef(claimRef{"a", 1})
+	r.untrack(b)
+	keys, _ = r.heldOn(1)
+	assert.Zero(t, keys)
+	c := r.track(1, nil, 2)
+	assert.True(t, r.promote(c, claimRef{"c", 3}))
+	r.lose(1, errors.New("gone"))
+	keys, rel = r.heldOn(1)
+	assert.Zero(t, keys)
+	assert.Zero(t, rel)
+	assert.Empty(t, r.held)
+}

@@ -1,0 +1,133 @@
+package redisbackend
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ash-lock/ashlock/backend"
+	redisb "github.com/ash-lock/ashlock/backend/redis"
+	"github.com/ash-lock/ashlock/tests/redistest"
+)
+
+// A cancelled wait leaves no key behind, of any kind of request.
+func TestCancelledWaitsLeaveNoKey(t *testing.T) {
+	ctx := ctxFor(t)
+	b, rc, prefix := newBackend(t)
+	l := grant(t, b, time.Minute)
+	holder, err := b.Acquire(ctx, request("left/a", l, "H"))
+	require.NoError(t, err)
+	var counted []backend.Claim
+	for _, o := range []string{"N0", "N1"} {
+		c, err := b.Acquire(ctx, counting(request("left/n", l, o)))
+		require.NoError(t, err)
+		counted = append(counted, c)
+	}
+
+	reqs := []backend.AcquireRequest{
+		request("left/a", l, "fair"),
+		unfair(request("left/a", l, "unfair")),
+		shared(request("left/a", l, "shared")),
+		multi(request("left/a", l, "multi"), "left/a", "left/b"),
+		counting(request("left/n", l, "counted")),
+	}
+	for _, r := range reqs {
+		wctx, cancel := context.WithCancel(ctx)
+		p := startAcquireCtx(wctx, b, r)
+		if r.Fair {
+			awaitWaiting(t, b, r.Key, 1)
+		}
+		cancel()
+		assert.ErrorIs(t, p.awaitErr(t), context.Canceled, r.Owner)
+	}
+	require.NoError(t, b.Release(ctx, holder))
+	for _, c := range counted {
+		require.NoError(t, b.Release(ctx, c))
+	}
+	onlyCounters(t, rc, prefix, l.ID)
+}
+
+// A reply lost on its way back (the script ran, the caller never heard)
+// leaves nothing either: the claim is found by its ID and removed.
+func TestLostReplyLeavesNoKey(t *testing.T) {
+	ctx := ctxFor(t)
+	rc := client(t)
+	prefix := redistest.Prefix()
+	b, err := redisb.New(ctx, rc, redisb.WithPrefix(prefix))
+	require.NoError(t, err)
+	defer b.Close()
+	l := grant(t, b, time.Minute)
+
+	lossy := srv.Client()
+	defer lossy.Close()
+	lossy.AddHook(dropReplies{})
+	lb, err := redisb.New(ctx, lossy, redisb.WithPrefix(prefix))
+	require.NoError(t, err)
+	defer lb.Close()
+
+	_, err = lb.Acquire(ctx, request("lost", l, "L"))
+	assert.ErrorIs(t, err, backend.ErrUnavailable)
+	onlyCounters(t, rc, prefix, l.ID)
+}
+
+// errDropped stands for a reply lost in the network.
+var errDropped = errors.New("reply dropped")
+
+// dropReplies runs every script and then loses its reply.
+type dropReplies struct{}
+
+func (dropReplies) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (dropReplies) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+func (dropReplies) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		err := next(ctx, cmd)
+		if n := cmd.Name(); (n == "evalsha" || n == "eval") && cmd.Err() == nil && !isRelease(cmd) {
+			cmd.SetErr(errDropped)
+			return errDropped
+		}
+		return err
+	}
+}
+
+// isRelease spares the cleanup's own script run (releaseScript takes an
+// empty token), so that the test sees what it leaves.
+func isRelease(cmd goredis.Cmder) bool {
+	args := cmd.Args()
+	return len(args) > 6 && args[6] == ""
+}
+
+// Connections killed under a waiter: the subscriber reconnects, the
+// waiter reads its queue again, and the handoff still happens; nothing is
+// left behind once everyone has released.
+func TestKilledConnectionsLeaveNoKey(t *testing.T) {
+	ctx := ctxFor(t)
+	b, rc, prefix := newBackend(t)
+	l := grant(t, b, time.Minute)
+	holder, err := b.Acquire(ctx, request("killed", l, "H"))
+	require.NoError(t, err)
+	w := startAcquire(t, b, request("killed", l, "W"))
+	awaitWaiting(t, b, "killed", 1)
+
+	n, err := srv.KillClients(ctx)
+	require.NoError(t, err)
+	require.NotZero(t, n)
+	require.NoError(t, b.Release(ctx, holder))
+	wc := w.await(t)
+	require.NoError(t, b.Release(ctx, wc))
+	onlyCounters(t, rc, prefix, l.ID)
+}
+
+func unfair(r backend.AcquireRequest) backend.AcquireRequest   { r.Fair = false; return r }
+func shared(r backend.AcquireRequest) backend.AcquireRequest   { r.Shared = true; return r }
+func counting(r backend.AcquireRequest) backend.AcquireRequest { r.Permits = 2; return r }
+func multi(r backend.AcquireRequest, keys ...string) backend.AcquireRequest {
+	r.Key, r.Keys = keys[0], keys
+	return r
+}
