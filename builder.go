@@ -212,7 +212,7 @@ func (b *LockBuilder) Do(ctx context.Context, fn func(ctx context.Context, token
 	if err != nil {
 		return err
 	}
-	fnCtx, cancel := context.WithCancelCause(ctx)
+	fnCtx, cancel := newGuardContext(ctx, s)
 	defer cancel(nil)
 	s.setOnEnd(cancel)
 	ferr := fn(fnCtx, claim.Token)

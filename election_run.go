@@ -88,7 +88,7 @@ func (e *Election) term(ctx context.Context, s *guardState, lead func(context.Co
 	// that the end of ctx does not cut short (unlock bounds it itself).
 	defer s.unlock(context.WithoutCancel(ctx)) //nolint:errcheck // a failed release is logged and retried by the client
 
-	lctx, cancel := context.WithCancelCause(ctx)
+	lctx, cancel := newGuardContext(ctx, s)
 	defer cancel(nil)
 	// From here the guard's end cancels lctx at once, from whichever
 	// goroutine ends it (the watchdog at the local deadline, the
