@@ -17,6 +17,7 @@ const lockKey = "orders/42"
 // runConfig describes one chaos run.
 type runConfig struct {
 	name     string
+	store    string // storeEtcd or storePostgres
 	seed     uint64
 	faultFor time.Duration // how long faults are injected
 	quiet    time.Duration // fault-free time after that, before stopping
