@@ -33,9 +33,13 @@ func (inj *injector) revoke(ctx context.Context, f fault) {
 	// The lock changes hands several times a second, so a moment with no
 	// child claim, or a claim that goes before it is found, is common:
 	// look again a few times before giving up.
+	// It gives up after revokeBudget, though: when the store does not
+	// answer (a server stopped or restarting), trying for longer only
+	// holds up the faults behind it.
 	var outcome string
+	giveUp := time.Now().Add(revokeBudget)
 	for attempt := range revokeAttempts {
-		if attempt > 0 && !waitUntil(ctx, time.Now().Add(revokeRetry)) {
+		if attempt > 0 && (time.Now().After(giveUp) || !waitUntil(ctx, time.Now().Add(revokeRetry))) {
 			break
 		}
 		if outcome = inj.revokeOnce(ctx, f, attempt); revoked(outcome) {

@@ -16,8 +16,9 @@ const (
 	revokeTimeout  = 2 * time.Second
 	revokeAttempts = 8
 	revokeRetry    = 250 * time.Millisecond
+	revokeBudget   = 4 * time.Second // all attempts of one revocation
 	// terminateTimeout bounds a pg_terminate_backend.
-	terminateTimeout = 2 * time.Second
+	terminateTimeout = 4 * time.Second
 	// listenerGrace is how long after the server is back, or after its
 	// connections were ended, the observer's listener may still be
 	// reconnecting: the Backend's longest reconnection backoff (1 s) and

@@ -71,7 +71,7 @@ func (s *pgStore) newRoute(name string) (route, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pgRoute{srv: s.srv, proxy: p, app: pgAppPrefix + name}, nil
+	return &pgRoute{admin: s.admin, proxy: p, app: pgAppPrefix + name}, nil
 }
 
 // inspector: the run has the server to itself, so prefix is not needed.
@@ -151,7 +151,7 @@ func (s *pgStore) close() error {
 // pgRoute is a holder's proxy to the server, and the application_name of
 // its connections.
 type pgRoute struct {
-	srv   *pgtest.Server
+	admin *pgxpool.Pool // the store's, for pg_terminate_backend
 	proxy *pgtest.Proxy
 	app   string
 
@@ -175,8 +175,15 @@ func (r *pgRoute) blackhole()          { r.proxy.Hold(true) }
 func (r *pgRoute) delay(time.Duration) {}
 func (r *pgRoute) heal()               { r.proxy.Hold(false) }
 
-// terminate ends the holder's connections with pg_terminate_backend.
-func (r *pgRoute) terminate(ctx context.Context) (int, error) { return r.srv.Terminate(ctx, r.app) }
+// terminate ends the holder's connections with pg_terminate_backend, as
+// pgtest.Server.Terminate does, but on a connection of the admin pool: a
+// new connection's start can take seconds on a loaded server.
+func (r *pgRoute) terminate(ctx context.Context) (int, error) {
+	var n int
+	err := r.admin.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
+		FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()`, r.app).Scan(&n)
+	return n, err
+}
 
 func (r *pgRoute) close() error {
 	r.closeOnce.Do(func() { r.closeErr = r.proxy.Close() })
