@@ -16,7 +16,7 @@ import (
 )
 
 // pgStore is a PostgreSQL server of the run's own (tests/pgtest, with its
-// Crash, Pause and Terminate), and an admin pool straight to it. Locks
+// Crash, Start, Pause and Resume), and an admin pool straight to it. Locks
 // live in the Backend's default schema; the mutex workload's register in
 // the table chaos.registers, with every write applied also appended to
 // chaos.register_log in the same transaction (its record).
