@@ -26,7 +26,7 @@ func TestLeasedKeysFindsHeldClaims(t *testing.T) {
 	defer cancel()
 	cli := etcdtest.Start(t).Client(t, nil)
 	const prefix = "leftover/"
-	lk, err := newLibLocker(ctx, cli, prefix, lockKey, "probe", ttl, true)
+	lk, err := newLibLocker(ctx, &etcdConn{cli: cli}, prefix, lockKey, "probe", ttl, true)
 	if err != nil {
 		t.Fatal(err)
 	}

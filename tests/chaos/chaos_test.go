@@ -66,30 +66,7 @@ func TestChaosFencingOffIsCaught(t *testing.T) {
 		inProc: 1, children: 2, fencing: false, unguarded: true, hold: span{0, time.Second},
 		prof: profile{kinds: []faultKind{faultFreeze}, ttl: ttl, targeted: true},
 	})
-	t.Logf("fencing off: resource %s, %d lost updates (%d acknowledged); unguarded register %s, %d lost updates (%d acknowledged); over %v",
-		res.resCheck, res.resLost, res.resLostAcked, res.regCheck, res.regLost, res.regLostAcked, res.faults)
-	if res.resCheck != porcupine.Illegal {
-		t.Errorf("fencing off: porcupine did not find the resource's history Illegal (%s) in %d SIGSTOP pauses",
-			res.resCheck, injected(res, faultFreeze))
-	}
-	if res.resLost == 0 {
-		t.Errorf("fencing off: no lost update found in the resource's record in %d SIGSTOP pauses", injected(res, faultFreeze))
-	}
-	if res.regCheck != porcupine.Illegal {
-		t.Errorf("unguarded register: porcupine did not find the register's history Illegal (%s) in %d SIGSTOP pauses",
-			res.regCheck, injected(res, faultFreeze))
-	}
-	if res.regLost == 0 {
-		t.Errorf("unguarded register: no lost update found in etcd's record in %d SIGSTOP pauses", injected(res, faultFreeze))
-	}
-	for _, v := range []string{res.resViz, res.regViz} {
-		if v != "" {
-			_ = os.Remove(v) // the violation was the point
-		}
-	}
-	if len(res.overlaps) != 0 || len(res.leftoverClaims) != 0 || len(res.problems) != 0 {
-		t.Errorf("fencing off: the parts that do not depend on the fence failed too: %v", res)
-	}
+	requireFencingOffCaught(t, res, "etcd")
 	verifyNoLeaks(t)
 }
 

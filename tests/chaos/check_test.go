@@ -9,7 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// checkReadTimeout bounds the reads the checks make from etcd.
+// checkReadTimeout bounds the reads the checks make from the store.
 const checkReadTimeout = 30 * time.Second
 
 // leasedKeys lists the keys under prefix that are bound to a lease: the
@@ -39,7 +39,7 @@ func (h *harness) check(t *testing.T, res *runResult, resrc *resource, regHist *
 
 	// Guarantee: nothing is left behind.
 	var err error
-	if res.leftoverClaims, err = leasedKeys(ctx, h.admin, lockPrefix(res.cfg)); err != nil {
+	if res.leftoverClaims, err = h.st.leftovers(ctx, lockPrefix(res.cfg)); err != nil {
 		t.Errorf("%s: list the prefix: %v", res.cfg.name, err)
 	}
 
@@ -57,6 +57,10 @@ func (h *harness) check(t *testing.T, res *runResult, resrc *resource, regHist *
 	if res.cfg.election > 0 {
 		seen, problems := h.obs.snapshot()
 		res.elect = checkElection(res.cfg.name, h.elReg, h.elAcqs.snapshot(), seen, healed, res.cfg.prof.ttl)
+		res.elect.excuseGaps(h.elAcqs.snapshot(), h.inj.listenerGaps())
+		if res.cfg.store == storePostgres {
+			res.elect.allowCoalescing()
+		}
 		res.elect.candidates = res.cfg.election
 		res.elect.problems = append(res.elect.problems, problems...)
 	}
@@ -87,8 +91,9 @@ func (h *harness) check(t *testing.T, res *runResult, resrc *resource, regHist *
 // checkMutex runs the mutex workload's checks.
 func (h *harness) checkMutex(t *testing.T, ctx context.Context, res *runResult, resrc *resource, regHist *history, acqs *acquisitions, from, healed int64) {
 	t.Helper()
-	// Workload (a): the register in etcd, against etcd's own history.
-	record, err := registerRecord(ctx, h.admin, registerKey(res.cfg), from)
+	// Workload (a): the register in the store, against the store's own
+	// record.
+	record, err := h.st.registerRecord(ctx, registerKey(res.cfg), from)
 	if err != nil {
 		t.Errorf("%s: read the register's history: %v", res.cfg.name, err)
 	}

@@ -22,8 +22,8 @@ type child struct {
 	id       int
 	workload string
 	cmd      *exec.Cmd
-	io       *conn
-	route    *route
+	io       *pipe
+	route    route
 
 	res     *resource
 	pool    *pool     // the permits workload's registers
@@ -78,7 +78,7 @@ func (l *lockedBuffer) String() string {
 }
 
 // startChild re-executes the test binary as a worker and waits until it is
-// connected to etcd.
+// connected to the store.
 func startChild(ch *child, cfg workerConfig) error {
 	ch.ready = make(chan struct{})
 	ch.gone = make(chan struct{})
@@ -97,7 +97,7 @@ func startChild(ch *child, cfg workerConfig) error {
 	if err := ch.cmd.Start(); err != nil {
 		return err
 	}
-	ch.io = newConn(stdout, stdin)
+	ch.io = newPipe(stdout, stdin)
 	go ch.serve()
 	go func() {
 		<-ch.gone // Wait must not run before the reads of stdout are done

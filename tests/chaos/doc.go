@@ -1,10 +1,17 @@
 // Package chaos holds ashlock's chaos tests: lock holders, some in this
-// process and some in child processes, run workloads on a three-member
-// embedded etcd cluster while faults are injected on a schedule drawn from
-// a printed seed - leader kills, member partitions, client blackholes and
-// delays, lease revocations and SIGSTOP pauses of holder processes. There
-// are four workloads, side by side under the same faults: a mutex
-// guarding a register in etcd and a fenced resource; a counted lock of
+// process and some in child processes, run workloads on a store while
+// faults are injected on a schedule drawn from a printed seed. The store
+// is a three-member embedded etcd cluster (TestChaos: leader kills, member
+// partitions, client blackholes and delays) or a PostgreSQL server
+// (TestChaosPostgres: immediate shutdowns and restarts, SIGSTOP of the
+// server, pg_terminate_backend of a holder's connections, client
+// blackholes); with either, leases are revoked as an operator would and
+// holder processes are paused with SIGSTOP. A store is one file
+// (store_etcd_test.go, store_pg_test.go; see store_test.go for what it
+// supplies). There are four workloads, side by side under the same
+// faults: a mutex guarding a register in the store (written in a Txn
+// guarded by the claim's ownership on etcd, in a transaction that passed
+// the Backend's Fence on PostgreSQL) and a fenced resource; a counted lock of
 // three permits guarding one fenced register per permit; transfers
 // between fenced accounts, each taken with LockAll on the accounts it
 // touches; and an election, whose candidates run Election.Run in child

@@ -145,3 +145,26 @@ func TestElectionCheckCatchesTwoLeaders(t *testing.T) {
 	doneButAlive := check(acquisition{believed: 150, probed: true, doneButValid: 1})
 	assert.Len(t, doneButAlive.problems, 1)
 }
+
+// A term never yielded is excused only if it lay wholly inside a gap of
+// the observer's listener.
+func TestExcuseGaps(t *testing.T) {
+	acqs := []acquisition{{token: 9, returned: 100, believed: 150}, {token: 12, returned: 180, believed: 260}}
+	res := &electionResult{missed: missedTerms([]uint64{5, 9, 12}, seenTokens(0, 5, 0))}
+	require.Len(t, res.missed, 2)
+	res.excuseGaps(acqs, []listenerGap{{from: 90, to: 200}})
+	require.Len(t, res.missedInGap, 1)
+	require.Contains(t, res.missedInGap[0], "term 9 ")
+	require.Len(t, res.missed, 1, "term 12 outlasted the gap")
+	require.Contains(t, res.missed[0], "term 12 ")
+}
+
+// Coalescing allowed moves only the terms never yielded.
+func TestAllowCoalescing(t *testing.T) {
+	res := &electionResult{missed: missedTerms([]uint64{5, 9, 12}, seenTokens(0, 12, 5, 0))}
+	require.Len(t, res.missed, 2)
+	res.allowCoalescing()
+	require.Len(t, res.coalesced, 1)
+	require.Contains(t, res.coalesced[0], "term 9 ")
+	require.Len(t, res.missed, 1, "a term yielded out of order stays a violation")
+}

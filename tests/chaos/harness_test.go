@@ -2,28 +2,22 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"testing"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/ash-lock/ashlock/backend/etcd"
-	"github.com/ash-lock/ashlock/tests/etcdtest"
+	"github.com/ash-lock/ashlock/backend"
 )
 
 // harness holds what a run has started, so that teardown can stop it in
 // order whatever point setup reached.
 type harness struct {
-	cl       *etcdtest.Cluster
-	admin    *clientv3.Client
-	inspect  *etcd.Backend // on admin; closed before it
-	sockDir  string
-	routes   []*route
+	st       store
+	inj      *injector
+	inspect  backend.Backend // on the store's admin connection; closed before it
+	routes   []route
 	holders  []*holder
-	clients  []*clientv3.Client
+	conns    []conn // the in-process holders'
 	children []*child
 	stopped  bool // stopHolders has run
 
@@ -64,30 +58,23 @@ func holderSpecs(cfg runConfig) []holderSpec {
 	return out
 }
 
-// setup starts the cluster, routes, holders and children.
+// setup starts the store, routes, holders and children.
 func (h *harness) setup(t *testing.T, cfg runConfig) (clock, *resource, *history, *acquisitions, *injector, int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), memberTimeout)
 	defer cancel()
 	clk := newClock()
 	var err error
-	if h.cl, err = etcdtest.Launch(ctx, etcdtest.Options{Members: 3}); err != nil {
-		return clk, nil, nil, nil, nil, 0, err
-	}
-	if h.admin, err = newEtcdClient(h.cl.Endpoints()); err != nil {
+	if h.st, err = launchStore(ctx, cfg.store); err != nil {
 		return clk, nil, nil, nil, nil, 0, err
 	}
 	regKey := registerKey(cfg)
-	from, err := initRegister(ctx, h.admin, regKey)
+	from, err := h.st.initRegister(ctx, regKey)
 	if err != nil {
-		return clk, nil, nil, nil, nil, 0, err
-	}
-	// Unix socket paths are short-lived and must stay under ~100 bytes.
-	if h.sockDir, err = os.MkdirTemp("", "ashchaos"); err != nil {
 		return clk, nil, nil, nil, nil, 0, err
 	}
 	specs := holderSpecs(cfg)
 	for i := range specs {
-		r, err := newRoute(h.sockDir, fmt.Sprintf("h%d", i), h.cl.Endpoints())
+		r, err := h.st.newRoute(fmt.Sprintf("h%d", i))
 		if err != nil {
 			return clk, nil, nil, nil, nil, 0, err
 		}
@@ -95,7 +82,7 @@ func (h *harness) setup(t *testing.T, cfg runConfig) (clock, *resource, *history
 	}
 	if cfg.election > 0 {
 		// The observer's route comes last: client faults may hit it too.
-		r, err := newRoute(h.sockDir, "obs", h.cl.Endpoints())
+		r, err := h.st.newRoute("obs")
 		if err != nil {
 			return clk, nil, nil, nil, nil, 0, err
 		}
@@ -108,10 +95,11 @@ func (h *harness) setup(t *testing.T, cfg runConfig) (clock, *resource, *history
 	h.elReg, h.elAcqs = newResource(clk, electionResource, cfg.fencing), &acquisitions{}
 	children := make(map[int]*child)
 	prefix := lockPrefix(cfg)
-	if h.inspect, err = etcd.New(h.admin, etcd.WithPrefix(prefix)); err != nil {
+	if h.inspect, err = h.st.inspector(ctx, prefix); err != nil {
 		return clk, nil, nil, nil, nil, 0, err
 	}
-	inj := newInjector(h.cl, h.admin, h.inspect, prefix, h.routes, children, clk, t.Logf)
+	inj := newInjector(h.st, h.inspect, prefix, h.routes, children, clk, t.Logf)
+	h.inj = inj
 	// Revocations take children's claims, of every workload that has
 	// children.
 	if cfg.children > 0 {
@@ -125,6 +113,7 @@ func (h *harness) setup(t *testing.T, cfg runConfig) (clock, *resource, *history
 	}
 	if cfg.election > 0 {
 		inj.revokeKeys = append(inj.revokeKeys, revokeTarget{"lease-revoke (election)", []string{electionName}})
+		inj.observerRoute = len(h.routes) - 1
 		// Watching before any candidate starts, so that no term escapes.
 		if h.obs, err = startObserver(ctx, h.routes[len(h.routes)-1], prefix, clk); err != nil {
 			return clk, nil, nil, nil, nil, 0, err
@@ -148,7 +137,7 @@ func (h *harness) setup(t *testing.T, cfg runConfig) (clock, *resource, *history
 			ch := &child{id: i, workload: sp.workload, route: h.routes[i], res: resrc, pool: h.pool, bank: h.bank, elReg: h.elReg, regHist: regHist, acqs: wacqs, clk: clk,
 				onAcq: inj.acquired, onRead: inj.childServed}
 			err := startChild(ch, workerConfig{
-				ID: i, Endpoints: h.routes[i].endpoints(), Prefix: prefix, Key: key, RegKey: regKey,
+				ID: i, Conn: h.routes[i].endpoint(), Prefix: prefix, Key: key, RegKey: regKey,
 				TTL: cfg.prof.ttl, Fair: fair, Seed: cfg.seed, MinHold: cfg.hold.min, MaxHold: cfg.hold.max,
 				Workload: sp.workload, Permits: poolPermits, Accounts: h.bank.keys, Late: cfg.late, LateBelief: cfg.lateBelief,
 				Unguarded: cfg.unguarded, Session: cfg.session,
@@ -160,26 +149,29 @@ func (h *harness) setup(t *testing.T, cfg runConfig) (clock, *resource, *history
 			children[i] = ch
 			continue
 		}
-		cli, err := newEtcdClient(h.routes[i].endpoints())
+		cn, err := openConn(ctx, h.routes[i].endpoint())
 		if err != nil {
 			return clk, nil, nil, nil, nil, 0, err
 		}
-		h.clients = append(h.clients, cli)
+		h.conns = append(h.conns, cn)
 		var lk locker
+		var reg register
 		if cfg.session {
-			lk = newSessionLocker(cli, prefix+"session/", cfg.prof.ttl)
+			// The control's sessions are etcd's.
+			lk = newSessionLocker(cn.(*etcdConn).cli, prefix+"session/", cfg.prof.ttl)
+			reg = cn.register(nil, regKey, lockKey, false)
 		} else {
-			ll, err := newLibLocker(ctx, cli, prefix, key, fmt.Sprintf("holder-%d", i), cfg.prof.ttl, fair)
+			ll, err := newLibLocker(ctx, cn, prefix, key, fmt.Sprintf("holder-%d", i), cfg.prof.ttl, fair)
 			if err != nil {
 				return clk, nil, nil, nil, nil, 0, err
 			}
 			if sp.workload == wlPermits {
 				ll.withPermits(poolPermits)
 			}
-			lk = ll
+			lk, reg = ll, cn.register(ll.be, regKey, lockKey, false)
 		}
 		h.holders = append(h.holders, &holder{
-			id: i, lk: lk, cli: cli, regKey: regKey, regHist: regHist, res: resrc, acqs: wacqs, clk: clk, wl: wl, wlName: sp.workload,
+			id: i, lk: lk, reg: reg, regHist: regHist, res: resrc, acqs: wacqs, clk: clk, wl: wl, wlName: sp.workload,
 			rng: rand.New(rand.NewPCG(cfg.seed, uint64(i))), hold: cfg.hold, onAcquire: inj.acquired,
 		})
 	}
@@ -193,7 +185,7 @@ func registerKey(cfg runConfig) string {
 }
 
 // stopHolders stops the children and closes the in-process lockers (which
-// releases what they hold) and their clients. It is part of teardown too,
+// releases what they hold) and their connections. It is part of teardown too,
 // and idempotent.
 func (h *harness) stopHolders() []error {
 	if h.stopped {
@@ -223,8 +215,8 @@ func (h *harness) stopHolders() []error {
 			errs = append(errs, fmt.Errorf("holder %d: prober did not stop", ho.id))
 		}
 	}
-	for _, cli := range h.clients {
-		if err := cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
+	for _, cn := range h.conns {
+		if err := cn.close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -243,7 +235,7 @@ func (h *harness) closeRoutes() []error {
 }
 
 // teardown stops everything setup started, in order: holders, routes,
-// the admin client, the cluster.
+// the store.
 func (h *harness) teardown() []error {
 	errs := append(h.stopHolders(), h.closeRoutes()...)
 	if h.inspect != nil {
@@ -251,18 +243,8 @@ func (h *harness) teardown() []error {
 			errs = append(errs, err)
 		}
 	}
-	if h.admin != nil {
-		if err := h.admin.Close(); err != nil && !errors.Is(err, context.Canceled) {
-			errs = append(errs, err)
-		}
-	}
-	if h.cl != nil {
-		if err := h.cl.Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if h.sockDir != "" {
-		if err := os.RemoveAll(h.sockDir); err != nil {
+	if h.st != nil {
+		if err := h.st.close(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -6,8 +6,6 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Timing of the workload.
@@ -31,16 +29,16 @@ func (s span) draw(rng *rand.Rand) time.Duration {
 }
 
 // holder is a lock holder running in this process, in its own goroutine,
-// with its own locker on its own etcd client through its own route. While
+// with its own locker on its own connection to the store through its own
+// route. While
 // it holds the lock it does its workload's steps (for the mutex workload,
-// read-modify-writes on the register in etcd (a) and on the fenced
+// read-modify-writes on the register in the store (a) and on the fenced
 // resource (b)), and a prober records, on the run's clock, the last moment
 // it still believed it held the lock.
 type holder struct {
 	id      int
 	lk      locker
-	cli     *clientv3.Client
-	regKey  string
+	reg     register // the mutex workload's, through the holder's connection
 	regHist *history
 	res     *resource
 	acqs    *acquisitions
@@ -176,7 +174,7 @@ func (h *holder) registerStep(ctx context.Context, hd held) {
 	tok := hd.token()
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
 	call := h.clk.now()
-	v, st := registerRead(octx, h.cli, h.regKey, hd.owns())
+	v, st := h.reg.read(octx, hd)
 	cancel()
 	h.regHist.add(op{holder: h.id, in: regInput{kind: opRead, token: tok}, out: regOutput{status: st, value: v}, call: call, ret: h.clk.now()})
 	if st != statusOK {
@@ -186,7 +184,7 @@ func (h *holder) registerStep(ctx context.Context, hd held) {
 	in := regInput{kind: opWrite, token: tok, value: v + 1, tag: h.nextTag()}
 	octx, cancel = context.WithTimeout(ctx, opTimeout)
 	call = h.clk.now()
-	st = registerWrite(octx, h.cli, h.regKey, hd.owns(), in.value, in.tag)
+	st = h.reg.write(octx, hd, in.value, in.tag)
 	cancel()
 	h.regHist.add(op{holder: h.id, in: in, out: regOutput{status: st}, call: call, ret: h.clk.now()})
 }

@@ -8,10 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/ash-lock/ashlock/backend/etcd"
-	"github.com/ash-lock/ashlock/tests/etcdtest"
+	"github.com/ash-lock/ashlock/backend"
 )
 
 // Bounds of the injector's own waits.
@@ -19,6 +16,14 @@ const (
 	revokeTimeout  = 2 * time.Second
 	revokeAttempts = 8
 	revokeRetry    = 250 * time.Millisecond
+	revokeBudget   = 4 * time.Second // all attempts of one revocation
+	// terminateTimeout bounds a pg_terminate_backend.
+	terminateTimeout = 4 * time.Second
+	// listenerGrace is how long after the server is back, or after its
+	// connections were ended, the observer's listener may still be
+	// reconnecting: the Backend's longest reconnection backoff (1 s) and
+	// a connection's start.
+	listenerGrace = 2 * time.Second
 	// aimTimeout: how long a fault aimed at the current holder waits for
 	// the moment it aims at (an acquisition; for a freeze, an answered
 	// read, so that the pause falls between a read and its write).
@@ -27,13 +32,12 @@ const (
 
 // injector carries out fault schedules. Every fault is undone when its
 // hold ends, or at once when the fault period ends, so after run returns
-// the cluster and every route are whole again.
+// the store and every route are whole again.
 type injector struct {
-	cl       *etcdtest.Cluster
-	admin    *clientv3.Client
-	inspect  *etcd.Backend // on admin, under prefix: who holds and who waits
+	st       store
+	inspect  backend.Backend // on the store's admin connection, under prefix: who holds and who waits
 	prefix   string
-	routes   []*route       // by holder ID
+	routes   []route        // by holder ID
 	children map[int]*child // by holder ID
 	logf     func(format string, args ...any)
 
@@ -45,7 +49,11 @@ type injector struct {
 	served  chan int     // IDs of children just answered a read; see childServed
 	acqs    chan int     // IDs of holders that just acquired; see acquired
 
-	clk clock // the run's, for revokedAt
+	clk clock // the run's, for revokedAt and gaps
+
+	// observerRoute is the index of the election observer's route in
+	// routes, or -1.
+	observerRoute int
 
 	mu     sync.Mutex
 	counts map[string]int // faults injected, by kind (and variant)
@@ -53,12 +61,22 @@ type injector struct {
 	// revokedAt maps the token of every claim whose lease was revoked to
 	// when the revocation returned.
 	revokedAt map[uint64]int64
+	// gaps are the times the observer's listener may have been without a
+	// connection (PostgreSQL's restarts, and ends of the observer's
+	// connections).
+	gaps []listenerGap
 }
 
-func newInjector(cl *etcdtest.Cluster, admin *clientv3.Client, inspect *etcd.Backend, prefix string, routes []*route, children map[int]*child, clk clock, logf func(string, ...any)) *injector {
-	inj := &injector{cl: cl, admin: admin, inspect: inspect, prefix: prefix, routes: routes, children: children, clk: clk, logf: logf,
+func newInjector(st store, inspect backend.Backend, prefix string, routes []route, children map[int]*child, clk clock, logf func(string, ...any)) *injector {
+	// Faults are logged with the time on the run's clock, on which the
+	// checks report what they find.
+	at := func(format string, args ...any) {
+		logf("[%.2fs] "+format, append([]any{time.Duration(clk.now()).Seconds()}, args...)...)
+	}
+	inj := &injector{st: st, inspect: inspect, prefix: prefix, routes: routes, children: children, clk: clk, logf: at,
 		served: make(chan int, 64), acqs: make(chan int, 64), counts: make(map[string]int), revokedAt: make(map[uint64]int64)}
 	inj.current.Store(-1)
+	inj.observerRoute = -1
 	return inj
 }
 
@@ -120,6 +138,22 @@ func (inj *injector) revocations() map[uint64]int64 {
 	return out
 }
 
+// gap records that the observer's listener may have been without a
+// connection from from until now plus listenerGrace.
+func (inj *injector) gap(from int64) {
+	g := listenerGap{from: from, to: inj.clk.now() + int64(listenerGrace)}
+	inj.mu.Lock()
+	inj.gaps = append(inj.gaps, g)
+	inj.mu.Unlock()
+}
+
+// listenerGaps returns the gaps recorded.
+func (inj *injector) listenerGaps() []listenerGap {
+	inj.mu.Lock()
+	defer inj.mu.Unlock()
+	return append([]listenerGap(nil), inj.gaps...)
+}
+
 func (inj *injector) result() (map[string]int, error) {
 	inj.mu.Lock()
 	defer inj.mu.Unlock()
@@ -166,12 +200,13 @@ func waitUntil(ctx context.Context, t time.Time) bool {
 // there is nothing to undo (or nothing was injected).
 func (inj *injector) apply(ctx context.Context, f fault) func() error {
 	switch f.kind {
-	case faultLeaderKill:
-		return inj.kill(ctx, f)
-	case faultPartition:
-		return inj.partition(f)
+	case faultLeaderKill, faultPartition, faultServerRestart, faultServerPause:
+		return inj.serverFault(ctx, f)
 	case faultBlackhole, faultDelay:
 		return inj.disturb(ctx, f)
+	case faultTerminate:
+		inj.terminate(ctx, f)
+		return nil
 	case faultRevoke:
 		inj.revoke(ctx, f)
 		return nil
@@ -181,34 +216,25 @@ func (inj *injector) apply(ctx context.Context, f fault) func() error {
 	return nil
 }
 
-func (inj *injector) kill(ctx context.Context, f fault) func() error {
-	i, kind := inj.cl.Leader(), "leader-kill"
-	if i < 0 {
-		// Mid-election: crash a member anyway.
-		i, kind = int(f.pick%3), "member-kill (no leader at the time)"
-	}
-	inj.cl.StopMember(i)
-	inj.count(kind)
-	inj.logf("fault %v: stopped member %d", f, i)
-	return func() error {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), memberTimeout)
-		defer cancel()
-		return inj.cl.RestartMember(rctx, i)
-	}
-}
-
-func (inj *injector) partition(f fault) func() error {
-	i := inj.cl.Leader()
-	if i < 0 || f.pick%2 == 1 {
-		i = int(f.pick % 3)
-	}
-	if err := inj.cl.Partition(i); err != nil {
-		inj.fail(err)
+// serverFault injects one of the store's own faults.
+func (inj *injector) serverFault(ctx context.Context, f fault) func() error {
+	from := inj.clk.now()
+	kind, undo, err := inj.st.serverFault(ctx, f, inj.logf)
+	if err != nil {
+		inj.fail(fmt.Errorf("inject %v: %w", f, err))
 		return nil
 	}
-	inj.count("member-partition")
-	inj.logf("fault %v: cut member %d off", f, i)
-	return func() error { inj.cl.Heal(); return nil }
+	inj.count(kind)
+	if f.kind != faultServerRestart {
+		return undo
+	}
+	// Every connection ends with the server: until the observer's
+	// listener is back, what happens is not notified.
+	return func() error {
+		err := undo()
+		inj.gap(from)
+		return err
+	}
 }
 
 // target returns the holder a client fault aims at among candidates.
@@ -224,7 +250,9 @@ func (inj *injector) target(f fault, candidates []int) int {
 	return candidates[f.pick%uint64(len(candidates))]
 }
 
-func (inj *injector) disturb(ctx context.Context, f fault) func() error {
+// aim returns the holder (or the observer) a client fault hits, or -1
+// if ctx ended first.
+func (inj *injector) aim(ctx context.Context, f fault) int {
 	ids := make([]int, len(inj.routes))
 	for i := range ids {
 		ids[i] = i
@@ -241,8 +269,16 @@ func (inj *injector) disturb(ctx context.Context, f fault) func() error {
 		case h = <-inj.acqs:
 		case <-time.After(aimTimeout):
 		case <-ctx.Done():
-			return nil
+			return -1
 		}
+	}
+	return h
+}
+
+func (inj *injector) disturb(ctx context.Context, f fault) func() error {
+	h := inj.aim(ctx, f)
+	if h < 0 {
+		return nil
 	}
 	r := inj.routes[h]
 	if f.kind == faultBlackhole {
@@ -253,4 +289,33 @@ func (inj *injector) disturb(ctx context.Context, f fault) func() error {
 	inj.count(f.kind.String())
 	inj.logf("fault %v: holder %d", f, h)
 	return func() error { r.heal(); return nil }
+}
+
+// terminate ends every connection of one holder's (its pool's and its
+// Backend's listener's) with pg_terminate_backend.
+func (inj *injector) terminate(ctx context.Context, f fault) {
+	h := inj.aim(ctx, f)
+	if h < 0 {
+		return
+	}
+	t, ok := inj.routes[h].(terminator)
+	if !ok {
+		inj.fail(fmt.Errorf("inject %v: the store cannot end a holder's connections", f))
+		return
+	}
+	tctx, cancel := context.WithTimeout(ctx, terminateTimeout)
+	defer cancel()
+	from := inj.clk.now()
+	n, err := t.terminate(tctx)
+	if h == inj.observerRoute {
+		inj.gap(from)
+	}
+	if err != nil {
+		// Not a test failure: the server may be down or stopped just now.
+		inj.logf("fault %v: holder %d: %v", f, h, err)
+		inj.count(f.kind.String() + " failed (server busy)")
+		return
+	}
+	inj.count(f.kind.String())
+	inj.logf("fault %v: ended %d connections of holder %d", f, n, h)
 }

@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ash-lock/ashlock"
-	"github.com/ash-lock/ashlock/backend/etcd"
+	"github.com/ash-lock/ashlock/backend"
 )
 
 // newEtcdClient returns a client of the given endpoints with a no-op
@@ -46,8 +46,6 @@ type held interface {
 	// the question a careful holder asks before each step.
 	valid() bool
 	done() <-chan struct{}
-	// owns is the comparison that guards the holder's Txns on the register.
-	owns() clientv3.Cmp
 	release(ctx context.Context) error
 	// permit is the guard's permit of a counted lock (0 otherwise); keys
 	// are the keys it holds.
@@ -55,17 +53,17 @@ type held interface {
 	keys() []string
 }
 
-// libLocker takes the lock with ashlock on the etcd backend.
+// libLocker takes the lock with ashlock on a Backend of the run's store.
 type libLocker struct {
 	client *ashlock.LockClient
-	be     *etcd.Backend
+	be     backend.Backend
 	lock   *ashlock.LockBuilder
 	owner  string
 	fair   bool
 }
 
-func newLibLocker(ctx context.Context, cli *clientv3.Client, prefix, key, owner string, ttl time.Duration, fair bool) (*libLocker, error) {
-	be, err := etcd.New(cli, etcd.WithPrefix(prefix))
+func newLibLocker(ctx context.Context, cn conn, prefix, key, owner string, ttl time.Duration, fair bool) (*libLocker, error) {
+	be, err := cn.newBackend(ctx, prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +113,7 @@ func (l *libLocker) acquireWith(ctx context.Context, b *ashlock.LockBuilder) (he
 		_ = g.Unlock(ctx)
 		return nil, err
 	}
-	return &libHeld{g: g, claim: claim.Token, cmp: l.be.IsOwner(claim)}, nil
+	return &libHeld{g: g, claim: claim.Token, c: claim}, nil
 }
 
 // close closes the client (which revokes its leases) and then the backend.
@@ -126,8 +124,8 @@ func (l *libLocker) close(ctx context.Context) error {
 type libHeld struct {
 	g     *ashlock.Guard
 	claim uint64
-	cmp   clientv3.Cmp
-	want  []string // a LockAll's keys as asked for, sorted; nil for one key
+	c     backend.Claim // for the register's guard
+	want  []string      // a LockAll's keys as asked for, sorted; nil for one key
 }
 
 func (h *libHeld) token() uint64 { return h.claim }
@@ -150,7 +148,6 @@ func (h *libHeld) keys() []string {
 	return h.g.Keys()
 }
 func (h *libHeld) done() <-chan struct{}             { return h.g.Done() }
-func (h *libHeld) owns() clientv3.Cmp                { return h.cmp }
 func (h *libHeld) release(ctx context.Context) error { return h.g.Unlock(ctx) }
 
 // sessionLocker takes the lock with etcd's concurrency.Mutex on a
@@ -248,5 +245,4 @@ func (h *sessionHeld) valid() bool {
 func (h *sessionHeld) permit() int                       { return 0 }
 func (h *sessionHeld) keys() []string                    { return nil }
 func (h *sessionHeld) done() <-chan struct{}             { return h.s.Done() }
-func (h *sessionHeld) owns() clientv3.Cmp                { return h.cmp }
 func (h *sessionHeld) release(ctx context.Context) error { return h.m.Unlock(ctx) }

@@ -2,8 +2,10 @@ package chaos
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,20 +37,34 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, etcdtest.IgnoredGoroutines()...)
 }
 
-// baseSeed returns the seed of this test binary's runs.
+// The base seed, drawn once per test binary, so that every test's replay
+// command (which gives the base) draws that test's schedules again.
+var (
+	baseOnce sync.Once
+	base     uint64
+	baseErr  error
+)
+
+// baseSeed returns the seed of this test binary's runs; each test adds an
+// offset of its own.
 func baseSeed(t *testing.T) uint64 {
 	t.Helper()
-	if *seedFlag != 0 {
-		return *seedFlag
-	}
-	if s := os.Getenv(seedEnv); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", seedEnv, s, err)
+	baseOnce.Do(func() {
+		switch s := os.Getenv(seedEnv); {
+		case *seedFlag != 0:
+			base = *seedFlag
+		case s != "":
+			if base, baseErr = strconv.ParseUint(s, 10, 64); baseErr != nil {
+				baseErr = fmt.Errorf("%s=%q: %w", seedEnv, s, baseErr)
+			}
+		default:
+			base = uint64(time.Now().UnixNano())
 		}
-		return v
+	})
+	if baseErr != nil {
+		t.Fatal(baseErr)
 	}
-	return uint64(time.Now().UnixNano())
+	return base
 }
 
 // faultPeriod returns how long TestChaos injects faults.

@@ -8,10 +8,8 @@ import (
 	"sync"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/ash-lock/ashlock"
-	"github.com/ash-lock/ashlock/backend/etcd"
+	"github.com/ash-lock/ashlock/backend"
 )
 
 // observerTimeout bounds the observer's waits: for its first state, for
@@ -35,8 +33,8 @@ type observed struct {
 // Observe is called again.
 type observer struct {
 	clk     clock
-	cli     *clientv3.Client
-	be      *etcd.Backend
+	conn    conn
+	be      backend.Backend
 	client  *ashlock.LockClient
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the observing goroutine ends
@@ -51,18 +49,18 @@ type observer struct {
 // startObserver connects through r and starts observing electionName. It
 // returns once the first state (nobody leads yet) has been yielded, so
 // that no term of the run can begin before the observer watches.
-func startObserver(ctx context.Context, r *route, prefix string, clk clock) (*observer, error) {
-	cli, err := newEtcdClient(r.endpoints())
+func startObserver(ctx context.Context, r route, prefix string, clk clock) (*observer, error) {
+	cn, err := openConn(ctx, r.endpoint())
 	if err != nil {
 		return nil, err
 	}
-	o := &observer{clk: clk, cli: cli, done: make(chan struct{}), changed: make(chan struct{}, 1)}
-	if o.be, err = etcd.New(cli, etcd.WithPrefix(prefix)); err != nil {
-		return nil, errors.Join(err, cli.Close())
+	o := &observer{clk: clk, conn: cn, done: make(chan struct{}), changed: make(chan struct{}, 1)}
+	if o.be, err = cn.newBackend(ctx, prefix); err != nil {
+		return nil, errors.Join(err, cn.close())
 	}
 	o.client, err = ashlock.ConnectWith(ctx, ashlock.LockConfig{DefaultTTL: ttl, Logger: slog.New(slog.DiscardHandler)}, o.be)
 	if err != nil {
-		return nil, errors.Join(err, o.be.Close(), cli.Close())
+		return nil, errors.Join(err, o.be.Close(), cn.close())
 	}
 	octx, cancel := context.WithCancel(context.Background())
 	o.cancel = cancel
@@ -164,10 +162,7 @@ func (o *observer) stop(last uint64) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
-	errs = append(errs, o.client.Close(ctx), o.be.Close())
-	if err := o.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
-		errs = append(errs, err)
-	}
+	errs = append(errs, o.client.Close(ctx), o.be.Close(), o.conn.close())
 	return errors.Join(errs...)
 }
 

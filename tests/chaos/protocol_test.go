@@ -59,16 +59,16 @@ const workerEnv = "ASHLOCK_CHAOS_WORKER"
 
 // workerConfig is what a child needs to know.
 type workerConfig struct {
-	ID        int           `json:"id"`
-	Endpoints []string      `json:"endpoints"`
-	Prefix    string        `json:"prefix"`
-	Key       string        `json:"key"`
-	RegKey    string        `json:"regKey"`
-	TTL       time.Duration `json:"ttl"`
-	Fair      bool          `json:"fair"`
-	MinHold   time.Duration `json:"minHold"`
-	MaxHold   time.Duration `json:"maxHold"`
-	Seed      uint64        `json:"seed"`
+	ID      int           `json:"id"`
+	Conn    endpoint      `json:"conn"` // the child's way to the store
+	Prefix  string        `json:"prefix"`
+	Key     string        `json:"key"`
+	RegKey  string        `json:"regKey"`
+	TTL     time.Duration `json:"ttl"`
+	Fair    bool          `json:"fair"`
+	MinHold time.Duration `json:"minHold"`
+	MaxHold time.Duration `json:"maxHold"`
+	Seed    uint64        `json:"seed"`
 	// Workload is wlMutex, wlPermits (Key is then a counted lock of
 	// Permits) or wlTransfer (each hold a LockAll on some of Accounts).
 	Workload string   `json:"workload,omitempty"`
@@ -111,29 +111,29 @@ type message struct {
 	Values   []int64       `json:"vs,omitempty"`
 }
 
-// conn is one end of the pipe pair. send is safe for concurrent use;
+// pipe is one end of the pipe pair. send is safe for concurrent use;
 // recv must be called from one goroutine.
-type conn struct {
+type pipe struct {
 	mu  sync.Mutex
 	w   io.Writer
 	enc *json.Encoder
 	r   *bufio.Scanner
 }
 
-func newConn(r io.Reader, w io.Writer) *conn {
+func newPipe(r io.Reader, w io.Writer) *pipe {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
-	return &conn{w: w, enc: json.NewEncoder(w), r: sc}
+	return &pipe{w: w, enc: json.NewEncoder(w), r: sc}
 }
 
-func (c *conn) send(m message) error {
+func (c *pipe) send(m message) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.enc.Encode(m)
 }
 
 // recv returns the next message, or io.EOF when the other side is gone.
-func (c *conn) recv() (message, error) {
+func (c *pipe) recv() (message, error) {
 	if !c.r.Scan() {
 		if err := c.r.Err(); err != nil {
 			return message{}, err

@@ -17,6 +17,7 @@ const lockKey = "orders/42"
 // runConfig describes one chaos run.
 type runConfig struct {
 	name     string
+	store    string // storeEtcd or storePostgres
 	seed     uint64
 	faultFor time.Duration // how long faults are injected
 	quiet    time.Duration // fault-free time after that, before stopping
@@ -139,7 +140,8 @@ func (r *runResult) mutexString() string {
 func run(t *testing.T, cfg runConfig) *runResult {
 	t.Helper()
 	res := &runResult{cfg: cfg}
-	t.Logf("%s: seed %d (replay: go test ./chaos -run '^%s$' -seed %d)", cfg.name, cfg.seed, t.Name(), cfg.seed)
+	// -seed gives the base seed, to which each test adds its offset.
+	t.Logf("%s: seed %d (replay: go test ./chaos -run '^%s$' -seed %d)", cfg.name, cfg.seed, t.Name(), baseSeed(t))
 	res.clusterFaults, res.clientFlt = schedule(cfg.seed, cfg.faultFor, cfg.prof)
 	for _, f := range append(append([]fault(nil), res.clusterFaults...), res.clientFlt...) {
 		t.Logf("  scheduled %v", f)

@@ -9,8 +9,6 @@ import (
 	"os"
 	"sync"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // callTimeout bounds a child's wait for the parent's answer. The parent
@@ -36,8 +34,9 @@ const childOwner = "child-"
 // with SIGSTOP, so its late writes arrive after other holders' writes.
 type worker struct {
 	cfg  workerConfig
-	io   *conn
-	cli  *clientv3.Client
+	io   *pipe
+	conn conn
+	reg  register // the mutex workload's
 	lk   locker
 	lib  *libLocker // lk, unless the child trusts an etcd session (control)
 	rng  *rand.Rand
@@ -54,7 +53,7 @@ type worker struct {
 
 // workerMain runs a child holder and returns its exit code.
 func workerMain() int {
-	c := newConn(os.Stdin, os.Stdout)
+	c := newPipe(os.Stdin, os.Stdout)
 	first, err := c.recv()
 	if err != nil || first.T != "cfg" || first.Config == nil {
 		fmt.Fprintf(os.Stderr, "worker: want a cfg message first, got %+v, %v\n", first, err)
@@ -67,29 +66,33 @@ func workerMain() int {
 	return 0
 }
 
-func runWorker(c *conn, cfg workerConfig) error {
-	cli, err := newEtcdClient(cfg.Endpoints)
+func runWorker(c *pipe, cfg workerConfig) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cn, err := openConn(ctx, cfg.Conn)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var lk locker
 	var lib *libLocker
+	var reg register
 	if cfg.Session {
-		lk = newSessionLocker(cli, cfg.Prefix+"session/", cfg.TTL)
+		// The control's sessions are etcd's.
+		lk = newSessionLocker(cn.(*etcdConn).cli, cfg.Prefix+"session/", cfg.TTL)
+		reg = cn.register(nil, cfg.RegKey, cfg.Key, cfg.Unguarded)
 	} else {
-		lib, err = newLibLocker(ctx, cli, cfg.Prefix, cfg.Key, fmt.Sprintf("%s%d", childOwner, cfg.ID), cfg.TTL, cfg.Fair)
+		lib, err = newLibLocker(ctx, cn, cfg.Prefix, cfg.Key, fmt.Sprintf("%s%d", childOwner, cfg.ID), cfg.TTL, cfg.Fair)
 		if err != nil {
-			return errors.Join(err, cli.Close())
+			return errors.Join(err, cn.close())
 		}
 		if cfg.Workload == wlPermits {
 			lib.withPermits(cfg.Permits)
 		}
 		lk = lib
+		reg = cn.register(lib.be, cfg.RegKey, cfg.Key, cfg.Unguarded)
 	}
 	w := &worker{
-		cfg: cfg, io: c, cli: cli, lk: lk, lib: lib,
+		cfg: cfg, io: c, conn: cn, reg: reg, lk: lk, lib: lib,
 		rng:     rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.ID))),
 		stop:    make(chan struct{}),
 		pending: make(map[uint64]chan message),
@@ -105,7 +108,7 @@ func runWorker(c *conn, cfg workerConfig) error {
 	w.run(ctx)
 	cctx, ccancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer ccancel()
-	err = errors.Join(lk.close(cctx), cli.Close())
+	err = errors.Join(lk.close(cctx), cn.close())
 	if w.stuck {
 		err = errors.Join(err, errors.New("a prober did not stop"))
 	}
@@ -288,16 +291,13 @@ func (w *worker) nextTag() string {
 }
 
 func (w *worker) registerStep(ctx context.Context, hd held) error {
-	tok, owns := hd.token(), hd.owns()
-	if w.cfg.Unguarded {
-		owns = alwaysHolds(w.cfg.RegKey)
-	}
+	tok := hd.token()
 	g, err := w.call(message{T: "rbegin", Kind: "read", Token: tok})
 	if err != nil {
 		return err
 	}
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
-	v, st := registerRead(octx, w.cli, w.cfg.RegKey, owns)
+	v, st := w.reg.read(octx, hd)
 	cancel()
 	if err := w.io.send(message{T: "rend", ID: g.ID, Status: statusName(st), Value: v}); err != nil {
 		return err
@@ -312,7 +312,7 @@ func (w *worker) registerStep(ctx context.Context, hd held) error {
 		return err
 	}
 	octx, cancel = context.WithTimeout(ctx, opTimeout)
-	st = registerWrite(octx, w.cli, w.cfg.RegKey, owns, v+1, tag)
+	st = w.reg.write(octx, hd, v+1, tag)
 	cancel()
 	return w.io.send(message{T: "rend", ID: g.ID, Status: statusName(st)})
 }

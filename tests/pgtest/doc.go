@@ -15,5 +15,7 @@
 // NewDatabase for a fresh database per test. Fault helpers: Crash and
 // Restart (an immediate shutdown and a start with the same data), Pause and
 // Resume (SIGSTOP and SIGCONT of every server process), Terminate
-// (pg_terminate_backend of the connections of an application name).
+// (pg_terminate_backend of the connections of an application name), and a
+// Proxy per client whose Blackhole drops bytes and whose Hold holds them
+// until released.
 package pgtest

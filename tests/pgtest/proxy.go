@@ -11,13 +11,17 @@ import (
 
 // Proxy forwards TCP connections from a loopback port to the server, and
 // can cut them off without closing them: Blackhole drops every byte in
-// both directions, so that clients behind it see a server that went
-// silent (a partition), not one that went away. Its methods are safe for
-// concurrent use.
+// both directions, and Hold stops forwarding until released, so that
+// clients behind it see a server that went silent (a partition), not one
+// that went away. Its methods are safe for concurrent use.
 type Proxy struct {
 	ln     net.Listener
 	target string
 	holed  atomic.Bool
+
+	holdMu  sync.Mutex
+	resumed chan struct{} // nil unless held; closed when the hold ends
+	quit    chan struct{} // closed by Close
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -30,7 +34,7 @@ func (s *Server) NewProxy() (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)), conns: make(map[net.Conn]struct{})}
+	p := &Proxy{ln: ln, target: net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)), conns: make(map[net.Conn]struct{}), quit: make(chan struct{})}
 	p.wg.Add(1)
 	go p.serve()
 	return p, nil
@@ -48,6 +52,38 @@ func (p *Proxy) DSN(db string) string {
 // Bytes dropped are lost for good, as in a network that loses packets
 // until the connection gives up.
 func (p *Proxy) Blackhole(on bool) { p.holed.Store(on) }
+
+// Hold starts (on) or ends holding every byte through the proxy: nothing
+// is forwarded, in either direction, and what was sent meanwhile is
+// delivered once the hold ends, as TCP retransmits it after a partition
+// heals. Connections opened meanwhile wait too. Unlike Blackhole, no
+// connection is left with a gap in its stream.
+func (p *Proxy) Hold(on bool) {
+	p.holdMu.Lock()
+	defer p.holdMu.Unlock()
+	switch {
+	case on && p.resumed == nil:
+		p.resumed = make(chan struct{})
+	case !on && p.resumed != nil:
+		close(p.resumed)
+		p.resumed = nil
+	}
+}
+
+// awaitRelease blocks while the proxy is held, until the hold ends or the
+// proxy closes.
+func (p *Proxy) awaitRelease() {
+	p.holdMu.Lock()
+	resumed := p.resumed
+	p.holdMu.Unlock()
+	if resumed == nil {
+		return
+	}
+	select {
+	case <-resumed:
+	case <-p.quit:
+	}
+}
 
 func (p *Proxy) serve() {
 	defer p.wg.Done()
@@ -95,6 +131,11 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		if n > 0 {
+			// Reading stops too while held, so the sender's TCP
+			// window fills up as in a real partition.
+			p.awaitRelease()
+		}
 		if n > 0 && !p.holed.Load() {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
@@ -120,6 +161,13 @@ func (p *Proxy) Sever() {
 // for its goroutines. It is safe to call more than once.
 func (p *Proxy) Close() error {
 	err := p.ln.Close()
+	p.holdMu.Lock()
+	select {
+	case <-p.quit:
+	default:
+		close(p.quit)
+	}
+	p.holdMu.Unlock()
 	p.mu.Lock()
 	for c := range p.conns {
 		c.Close()

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 )
@@ -59,4 +60,34 @@ func TestPauseAndTerminate(t *testing.T) {
 	var alive int
 	require.NoError(t, bystander.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'victim'`).Scan(&alive))
 	require.Zero(t, alive)
+}
+
+// A held proxy forwards nothing; a statement sent meanwhile is answered
+// once the hold ends, on the same connection.
+func TestProxyHoldDelivers(t *testing.T) {
+	db := shared.NewDatabase(t)
+	p := shared.ProxyT(t)
+	ctx := testCtx(t, time.Minute)
+	c, err := pgx.Connect(ctx, p.DSN(db))
+	require.NoError(t, err)
+	defer c.Close(context.Background())
+	var pid, again int
+	require.NoError(t, c.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+
+	p.Hold(true)
+	answered := make(chan error, 1)
+	go func() { answered <- c.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&again) }()
+	select {
+	case err := <-answered:
+		t.Fatalf("a held proxy let an answer through: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	p.Hold(false)
+	select {
+	case err := <-answered:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer within 30s of the hold's end")
+	}
+	require.Equal(t, pid, again, "the statement was answered on another connection")
 }

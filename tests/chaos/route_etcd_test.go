@@ -15,14 +15,14 @@ import (
 // proxyCloseTimeout bounds closing one route.
 const proxyCloseTimeout = 15 * time.Second
 
-// route is one lock holder's way to the cluster: a proxy per member, so
+// etcdRoute is one lock holder's way to the cluster: a proxy per member, so
 // that faults can be put between this holder and etcd without touching
 // anyone else. The proxies listen on unix sockets: loopback only, and
 // unlike a TCP proxy of go.etcd.io/etcd/pkg/v3/proxy (which listens on
 // every interface) nothing outside the machine can reach them.
 //
 // Methods are safe for concurrent use.
-type route struct {
+type etcdRoute struct {
 	name    string
 	sockets []string
 	proxies []proxy.Server
@@ -35,9 +35,9 @@ type route struct {
 	closed      bool
 }
 
-// newRoute starts one proxy per member address in dir, named after name.
-func newRoute(dir, name string, members []string) (*route, error) {
-	r := &route{name: name}
+// newEtcdRoute starts one proxy per member address in dir, named after name.
+func newEtcdRoute(dir, name string, members []string) (*etcdRoute, error) {
+	r := &etcdRoute{name: name}
 	for i, addr := range members {
 		sock := filepath.Join(dir, fmt.Sprintf("%s-m%d.sock", name, i))
 		p := proxy.NewServer(proxy.ServerConfig{
@@ -77,13 +77,13 @@ func newRoute(dir, name string, members []string) (*route, error) {
 	return r, nil
 }
 
-// endpoints returns the etcd client endpoints of the route.
-func (r *route) endpoints() []string {
+// endpoint returns the etcd client endpoints of the route.
+func (r *etcdRoute) endpoint() endpoint {
 	out := make([]string, len(r.sockets))
 	for i, s := range r.sockets {
 		out[i] = "unix://" + s
 	}
-	return out
+	return endpoint{Store: storeEtcd, Endpoints: out}
 }
 
 // blackhole stops all traffic between the holder and etcd, both ways, on
@@ -96,7 +96,7 @@ func (r *route) endpoints() []string {
 // are not used: no real network does that, it garbles HTTP/2 framing, and
 // the client then sits on a dead connection until gRPC keep-alive gives up
 // on it (10s at the least), which says nothing about the lock.
-func (r *route) blackhole() {
+func (r *etcdRoute) blackhole() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range r.proxies {
@@ -107,7 +107,7 @@ func (r *route) blackhole() {
 }
 
 // delay holds every chunk of data d (plus or minus a tenth) each way.
-func (r *route) delay(d time.Duration) {
+func (r *etcdRoute) delay(d time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range r.proxies {
@@ -118,7 +118,7 @@ func (r *route) delay(d time.Duration) {
 }
 
 // heal removes blackhole and delay.
-func (r *route) heal() {
+func (r *etcdRoute) heal() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.blackholed {
@@ -139,7 +139,7 @@ func (r *route) heal() {
 
 // close stops the proxies. Call it after the clients using the route are
 // closed: a proxy waits for its open connections to end. It is idempotent.
-func (r *route) close() error {
+func (r *etcdRoute) close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
