@@ -44,7 +44,10 @@ type handoffSetup func(b *testing.B, ctr *counter, prefix string, n int) []cycle
 // Targets: ashlock's handoffs/s at least 5x redsync's (its default retries:
 // 32 tries 50 to 250 ms apart; a contender whose tries run out tries again)
 // and redislock's (retrying every 100 ms until its TTL, then again), and
-// ashlock's reqs/handoff constant in N. Run with few iterations
+// ashlock's reqs/handoff constant in N. ashlock-one-backend is not a
+// peer but a diagnosis: its N clients (N leases) share one Backend, so one
+// subscriber connection instead of N receives each event; the gap to
+// ashlock is what N subscribers in one process cost per handoff. Run with few iterations
 // (-benchtime Nx): the polling locks are slow.
 func BenchmarkHandoff(b *testing.B) {
 	impls := []struct {
@@ -52,6 +55,7 @@ func BenchmarkHandoff(b *testing.B) {
 		setup handoffSetup
 	}{
 		{"ashlock", ashlockContenders},
+		{"ashlock-one-backend", oneBackendContenders},
 		{"redsync", redsyncContenders},
 		{"redislock", redislockContenders},
 	}
@@ -71,6 +75,22 @@ func ashlockContenders(b *testing.B, ctr *counter, prefix string, n int) []cycle
 	cycles := make([]cycleFunc, n)
 	for i := range cycles {
 		lock := newAshlock(b, newClient(b, ctr), prefix).Lock("k")
+		cycles[i] = func(ctx context.Context) (func(context.Context) error, error) {
+			g, err := lock.Acquire(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return g.Unlock, nil
+		}
+	}
+	return cycles
+}
+
+func oneBackendContenders(b *testing.B, ctr *counter, prefix string, n int) []cycleFunc {
+	be := newBackend(b, newClient(b, ctr), prefix)
+	cycles := make([]cycleFunc, n)
+	for i := range cycles {
+		lock := connect(b, be).Lock("k")
 		cycles[i] = func(ctx context.Context) (func(context.Context) error, error) {
 			g, err := lock.Acquire(ctx)
 			if err != nil {
