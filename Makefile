@@ -9,12 +9,14 @@
 #   make bench              benchmarks (see BENCHMARKS.md)
 #   make bench-uncontended  only the uncontended etcd comparisons (two ways,
 #                           in 20 + 40 processes, about 14 minutes)
+#   make bench-redis        the Redis comparisons (tests/redisbench, a few
+#                           minutes; BENCHMARKS.md, "Redis")
 
 GO          ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TESTFLAGS   ?= -race -count=1 -timeout 15m
 
-.PHONY: test quickstart lint bench bench-uncontended
+.PHONY: test quickstart lint bench bench-uncontended bench-redis
 
 test:
 	./scripts/ensure-servers
@@ -69,3 +71,13 @@ bench-uncontended:
 	test -s bench-uncontended.txt && test -s bench-interleaved.txt
 	$(BENCHSTAT) -col '/impl@(ashlock etcd-mutex raw-txn+delete raw-2txns raw-2puts)' bench-uncontended.txt
 	$(BENCHSTAT) bench-interleaved.txt
+
+# The load average is printed before and after: the machine's load moves
+# every figure, and the ratios of one run are what the tables compare.
+bench-redis:
+	./scripts/ensure-servers
+	cd tests && $(GO) test -c -o redisbench/redisbench.test ./redisbench/
+	cd tests/redisbench && { uptime; \
+		./redisbench.test -test.run '^$$' -test.bench 'Handoff|DeleteToDone' -test.benchtime 40x -test.timeout 20m && \
+		./redisbench.test -test.run '^$$' -test.bench 'Uncontended' -test.benchtime 200x -test.timeout 20m; \
+		uptime; } | tee ../../bench-redis.txt

@@ -7,6 +7,8 @@ replace github.com/ash-lock/ashlock => ../
 require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/ash-lock/ashlock v0.0.0-00010101000000-000000000000
+	github.com/bsm/redislock v0.9.4
+	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/redis/go-redis/v9 v9.23.0

@@ -1,0 +1,255 @@
+package redisbench_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	redsyncgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
+)
+
+// waiterCounts are the queue lengths BenchmarkHandoff measures.
+var waiterCounts = []int{8, 32, 128}
+
+// pollTTL is the lock TTL of the polling locks (redsync's default
+// expiry); pollBackoff is redislock's retry interval, which by default
+// does not retry at all.
+const (
+	pollTTL     = 8 * time.Second
+	pollBackoff = 100 * time.Millisecond
+)
+
+// cycleFunc takes a lock, blocking until it is held or ctx ends, and
+// returns the function that releases it.
+type cycleFunc func(ctx context.Context) (release func(context.Context) error, err error)
+
+// handoffSetup makes n contenders for one key under prefix, each on a
+// go-redis client of its own counted by ctr.
+type handoffSetup func(b *testing.B, ctr *counter, prefix string, n int) []cycleFunc
+
+// BenchmarkHandoff has N contenders, each on a client of its own, take
+// turns on one key with an empty critical section. A contender that
+// releases asks again only once another contender has taken the lock, so
+// every acquisition is a real handoff from one client to another and N-1
+// contenders are waiting (or about to) at any time. ns/op is the time per
+// handoff; metrics: handoffs/s and reqs/handoff (commands sent by all
+// clients together).
+//
+// Targets: ashlock's handoffs/s at least 5x redsync's (its default retries:
+// 32 tries 50 to 250 ms apart; a contender whose tries run out tries again)
+// and redislock's (retrying every 100 ms until its TTL, then again), and
+// ashlock's reqs/handoff constant in N. ashlock-one-backend is not a
+// peer but a diagnosis: its N clients (N leases) share one Backend, so one
+// subscriber connection instead of N receives each event; the gap to
+// ashlock is what N subscribers in one process cost per handoff. Run with few iterations
+// (-benchtime Nx): the polling locks are slow.
+func BenchmarkHandoff(b *testing.B) {
+	impls := []struct {
+		name  string
+		setup handoffSetup
+	}{
+		{"ashlock", ashlockContenders},
+		{"ashlock-one-backend", oneBackendContenders},
+		{"redsync", redsyncContenders},
+		{"redislock", redislockContenders},
+	}
+	for _, n := range waiterCounts {
+		b.Run(fmt.Sprintf("waiters=%d", n), func(b *testing.B) {
+			for _, impl := range impls {
+				b.Run("impl="+impl.name, func(b *testing.B) {
+					var ctr counter
+					runHandoff(b, &ctr, impl.setup(b, &ctr, newPrefix("handoff"), n))
+				})
+			}
+		})
+	}
+}
+
+func ashlockContenders(b *testing.B, ctr *counter, prefix string, n int) []cycleFunc {
+	cycles := make([]cycleFunc, n)
+	for i := range cycles {
+		lock := newAshlock(b, newClient(b, ctr), prefix).Lock("k")
+		cycles[i] = func(ctx context.Context) (func(context.Context) error, error) {
+			g, err := lock.Acquire(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return g.Unlock, nil
+		}
+	}
+	return cycles
+}
+
+func oneBackendContenders(b *testing.B, ctr *counter, prefix string, n int) []cycleFunc {
+	be := newBackend(b, newClient(b, ctr), prefix)
+	cycles := make([]cycleFunc, n)
+	for i := range cycles {
+		lock := connect(b, be).Lock("k")
+		cycles[i] = func(ctx context.Context) (func(context.Context) error, error) {
+			g, err := lock.Acquire(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return g.Unlock, nil
+		}
+	}
+	return cycles
+}
+
+func redsyncContenders(b *testing.B, ctr *counter, prefix string, n int) []cycleFunc {
+	cycles := make([]cycleFunc, n)
+	for i := range cycles {
+		rs := redsync.New(redsyncgoredis.NewPool(newClient(b, ctr)))
+		m := rs.NewMutex(prefix + "k")
+		unlock := func(ctx context.Context) error {
+			ok, err := m.UnlockContext(ctx)
+			if err == nil && !ok {
+				err = errors.New("redsync: unlock found the lock gone")
+			}
+			return err
+		}
+		cycles[i] = func(ctx context.Context) (func(context.Context) error, error) {
+			for {
+				err := m.LockContext(ctx)
+				var taken *redsync.ErrTaken
+				switch {
+				case err == nil:
+					return unlock, nil
+				case ctx.Err() == nil && (errors.Is(err, redsync.ErrFailed) || errors.As(err, &taken)):
+					// Its tries ran out: a caller that must have the
+					// lock asks again.
+				default:
+					return nil, err
+				}
+			}
+		}
+	}
+	return cycles
+}
+
+func redislockContenders(b *testing.B, ctr *counter, prefix string, n int) []cycleFunc {
+	cycles := make([]cycleFunc, n)
+	opts := &redislock.Options{RetryStrategy: redislock.LinearBackoff(pollBackoff)}
+	for i := range cycles {
+		rl := redislock.New(newClient(b, ctr))
+		cycles[i] = func(ctx context.Context) (func(context.Context) error, error) {
+			for {
+				// Without a deadline of ctx's, Obtain retries until the TTL.
+				l, err := rl.Obtain(ctx, prefix+"k", pollTTL, opts)
+				switch {
+				case err == nil:
+					return l.Release, nil
+				case ctx.Err() == nil && errors.Is(err, redislock.ErrNotObtained):
+				default:
+					return nil, err
+				}
+			}
+		}
+	}
+	return cycles
+}
+
+// runHandoff runs the contenders until b.N handoffs have been timed. The
+// first len(cycles) acquisitions are a warm-up that fills the queue; the
+// timer and the request counts cover the next b.N acquisitions only, so
+// that N-1 contenders are waiting during all of the measured part (the
+// ones still waiting at the end are cancelled, untimed).
+func runHandoff(b *testing.B, ctr *counter, cycles []cycleFunc) {
+	b.StopTimer()
+	base := runCtx(b)
+	ctx, stop := context.WithCancel(base)
+	defer stop()
+
+	warm := int64(len(cycles))
+	total := warm + int64(b.N)
+	var count atomic.Int64
+	var next turns
+	warmed, finished := make(chan struct{}), make(chan struct{})
+	failed := make(chan error, len(cycles)) // each contender sends at most once
+
+	var wg sync.WaitGroup
+	for _, cycle := range cycles {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				release, err := cycle(ctx)
+				if err != nil {
+					if ctx.Err() == nil {
+						failed <- err
+					}
+					return
+				}
+				// Nobody else can take the lock before we release it, so
+				// the next close of this channel is another contender's.
+				othersTurn := next.taken()
+				switch count.Add(1) {
+				case warm:
+					close(warmed)
+				case total:
+					close(finished)
+				}
+				// base, not ctx: a holder still releases after the stop.
+				if err := release(base); err != nil {
+					failed <- err
+					return
+				}
+				select {
+				case <-othersTurn:
+				case <-ctx.Done():
+					return
+				}
+			}
+		})
+	}
+
+	await := func(ch <-chan struct{}) error {
+		select {
+		case <-ch:
+			return nil
+		case err := <-failed:
+			return err
+		case <-base.Done():
+			return errors.New("handoff: run timed out")
+		}
+	}
+	err := await(warmed)
+	if err == nil {
+		before := ctr.requests()
+		b.ResetTimer()
+		b.StartTimer()
+		err = await(finished)
+		b.StopTimer()
+		if err == nil {
+			b.ReportMetric(float64(ctr.requests()-before)/float64(b.N), "reqs/handoff")
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "handoffs/s")
+		}
+	}
+	stop()
+	wg.Wait()
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// turns tells a contender when someone else has taken the lock after it.
+type turns struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// taken records an acquisition: it closes the channel handed to the
+// previous holder and returns a fresh one, closed at the next acquisition.
+func (t *turns) taken() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ch != nil {
+		close(t.ch)
+	}
+	t.ch = make(chan struct{})
+	return t.ch
+}

@@ -1,0 +1,35 @@
+package redisbench_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+)
+
+// runTimeout bounds one run of a benchmark function (one b.N round), so
+// that a stuck server fails the benchmark instead of hanging it.
+const runTimeout = 10 * time.Minute
+
+// runCtx returns a context for one run of a benchmark function, cancelled
+// in b.Cleanup.
+func runCtx(b testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	b.Cleanup(cancel)
+	return ctx
+}
+
+// percentile returns the p-quantile (0 <= p <= 1) of ds by the
+// nearest-rank method: the smallest value with at least p of the values at
+// or below it. It returns 0 for no values and does not modify ds.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	rank := int(p*float64(len(s)) + 0.999999999) // ceil, robust to float error
+	return s[min(max(rank, 1), len(s))-1]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
