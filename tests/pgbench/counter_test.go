@@ -3,6 +3,7 @@ package pgbench_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,9 +16,13 @@ import (
 // statement of a batch counted), round trips (a batch is one), lease
 // renewals apart (they are per lease and interval, not per lock), and the
 // pool's liveness pings (a round trip before a connection idle for over
-// a second is handed out, which no tracer sees). Safe for concurrent use.
+// a second is handed out, which no tracer sees; one before a renewal is
+// counted with the renewals). Safe for concurrent use.
 type counter struct {
 	stmts, roundTrips, renewals, pings atomic.Int64
+
+	mu     sync.Mutex
+	pinged map[*pgx.Conn]bool // a ping not yet attributed to a statement
 }
 
 // counts is a snapshot of a counter.
@@ -35,10 +40,23 @@ func (a counts) sub(b counts) counts {
 // other).
 const renewal = ".leases SET expires_at = clock_timestamp() + ttl"
 
-func (c *counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+// takePing reports whether conn was pinged before this statement.
+func (c *counter) takePing(conn *pgx.Conn) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.pinged[conn]
+	delete(c.pinged, conn)
+	return p
+}
+
+func (c *counter) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	pinged := c.takePing(conn)
 	if strings.Contains(d.SQL, renewal) {
 		c.renewals.Add(1)
 		return ctx
+	}
+	if pinged {
+		c.pings.Add(1)
 	}
 	c.stmts.Add(1)
 	c.roundTrips.Add(1)
@@ -47,7 +65,10 @@ func (c *counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQ
 
 func (c *counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-func (c *counter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+func (c *counter) TraceBatchStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	if c.takePing(conn) {
+		c.pings.Add(1)
+	}
 	c.stmts.Add(int64(d.Batch.Len()))
 	c.roundTrips.Add(1)
 	return ctx
@@ -57,13 +78,18 @@ func (c *counter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQuer
 func (c *counter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 // shouldPing is pgxpool's default rule (ping a connection idle for over a
-// second), counted.
+// second), noted for the statement that follows.
 func (c *counter) shouldPing(_ context.Context, p pgxpool.ShouldPingParams) bool {
-	if p.IdleDuration > time.Second {
-		c.pings.Add(1)
-		return true
+	if p.IdleDuration <= time.Second {
+		return false
 	}
-	return false
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pinged == nil {
+		c.pinged = make(map[*pgx.Conn]bool)
+	}
+	c.pinged[p.Conn] = true
+	return true
 }
 
 // newPool returns a pool on database db whose connections ctr counts,
