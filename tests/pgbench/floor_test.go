@@ -69,27 +69,40 @@ func newAshlock(b testing.TB, db, app string, ctr *counter) *ashlock.LockClient 
 
 // floorClient sends backend/postgres's statements for an exclusive lock by
 // hand on one connection, with no pool, client, lease renewal or guard
-// around them: the least any client of that protocol does. Its
-// connection also listens on the schema's channel, for its wake-ups.
+// around them: the least any client of that protocol does. It waits for
+// its wake-ups on a listening connection, its own or that one.
 type floorClient struct {
-	conn  *pgx.Conn
-	sql   floorSQL
-	keys  []string
-	key   string
-	name  string
-	lease int64
+	conn     *pgx.Conn
+	listener *pgx.Conn // where it waits for wake-ups: conn, or one of its own
+	sql      floorSQL
+	keys     []string
+	key      string
+	name     string
+	lease    int64
 }
 
+// How a floor client waits for its wake-ups.
+type listenMode int
+
+const (
+	noListen     listenMode = iota // it never waits
+	listenOnConn                   // on the connection it sends its statements on
+	listenApart                    // on a connection of its own, as a Backend does
+)
+
 // newFloorClient connects to db (counted by ctr), listens on the schema's
-// channel if listen (a client that never waits needs no wake-ups) and
-// grants its lease.
-func newFloorClient(b testing.TB, db, app string, ctr *counter, key, name string, listen bool) *floorClient {
+// channel as mode says, and grants its lease.
+func newFloorClient(b testing.TB, db, app string, ctr *counter, key, name string, mode listenMode) *floorClient {
 	b.Helper()
 	f := &floorClient{conn: newConn(b, db, app, ctr), sql: newFloorSQL(schema), keys: []string{key}, key: key, name: name}
+	f.listener = f.conn
+	if mode == listenApart {
+		f.listener = newConn(b, db, app+"-listener", ctr)
+	}
 	ctx, cancel := callCtx()
 	defer cancel()
-	if listen {
-		if _, err := f.conn.Exec(ctx, "LISTEN "+pgx.Identifier{"ashlock:" + schema}.Sanitize()); err != nil {
+	if mode != noListen {
+		if _, err := f.listener.Exec(ctx, "LISTEN "+pgx.Identifier{"ashlock:" + schema}.Sanitize()); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -203,7 +216,7 @@ func (f *floorClient) acquire(ctx context.Context) (int64, error) {
 		}
 		want := "d" + strconv.FormatInt(q[i-1].token, 10) + ":" + f.key
 		for {
-			n, err := f.conn.WaitForNotification(ctx)
+			n, err := f.listener.WaitForNotification(ctx)
 			if err != nil {
 				return 0, err
 			}

@@ -61,6 +61,7 @@ func BenchmarkHandoffInterleaved(b *testing.B) {
 		{"ashlock", ashlockContenders},
 		{"floor", floorContenders},
 		{"advisory", advisoryContenders},
+		{"floor-1conn", floor1Contenders},
 	}
 	for _, n := range waiterCounts {
 		b.Run(fmt.Sprintf("waiters=%d", n), func(b *testing.B) {
@@ -68,6 +69,7 @@ func BenchmarkHandoffInterleaved(b *testing.B) {
 			b.ReportMetric(perHandoff[0]/perHandoff[1], "ashlock/floor")
 			b.ReportMetric(perHandoff[0]/perHandoff[2], "ashlock/advisory")
 			b.ReportMetric(perHandoff[1]/perHandoff[2], "floor/advisory")
+			b.ReportMetric(perHandoff[0]/perHandoff[3], "ashlock/floor-1conn")
 		})
 	}
 }
@@ -88,11 +90,22 @@ func ashlockContenders(b testing.TB, ctr *counter, n int) []takeFunc {
 	return takes
 }
 
+// floorContenders wait on a listening connection of their own, besides
+// the one they send statements on, as a Backend does.
 func floorContenders(b testing.TB, ctr *counter, n int) []takeFunc {
+	return floorContendersListening(b, ctr, n, listenApart)
+}
+
+// floor1Contenders wait on the connection they send statements on.
+func floor1Contenders(b testing.TB, ctr *counter, n int) []takeFunc {
+	return floorContendersListening(b, ctr, n, listenOnConn)
+}
+
+func floorContendersListening(b testing.TB, ctr *counter, n int, mode listenMode) []takeFunc {
 	db := newDatabase(b)
 	takes := make([]takeFunc, n)
 	for i := range takes {
-		f := newFloorClient(b, db, fmt.Sprint("handoff-floor-", i), ctr, "k", fmt.Sprint("floor-", i), true)
+		f := newFloorClient(b, db, fmt.Sprint("handoff-floor-", i), ctr, "k", fmt.Sprint("floor-", i), mode)
 		takes[i] = func(ctx context.Context) (func(context.Context) error, error) {
 			token, err := f.acquire(ctx)
 			if err != nil {

@@ -17,9 +17,9 @@ import (
 var shared *pgtest.Server
 
 // maxConnections leaves room for the largest handoff benchmark: 128
-// contenders of each implementation at once, ashlock's with a pool
-// connection and a listener each.
-const maxConnections = "max_connections=800"
+// contenders of each implementation at once, with up to two connections
+// each (ashlock's: a pool connection, sometimes two, and a listener).
+const maxConnections = "max_connections=1000"
 
 func TestMain(m *testing.M) {
 	flag.Parse()

@@ -50,7 +50,7 @@ func ashlockCycle(b testing.TB) cycle {
 
 func floorCycle(b testing.TB) cycle {
 	ctr := new(counter)
-	f := newFloorClient(b, newDatabase(b), "uncontended-floor", ctr, "k", "floor", false)
+	f := newFloorClient(b, newDatabase(b), "uncontended-floor", ctr, "k", "floor", noListen)
 	return cycle{ctr, func(ctx context.Context) error {
 		token, err := f.acquire(ctx)
 		if err != nil {
