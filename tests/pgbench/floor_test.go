@@ -88,6 +88,10 @@ const (
 	noListen     listenMode = iota // it never waits
 	listenOnConn                   // on the connection it sends its statements on
 	listenApart                    // on a connection of its own, as a Backend does
+	// listenIdle: it never waits, but a connection of its own listens
+	// and reads every notification, as a Backend's listener does to learn
+	// of the loss of a claim it holds.
+	listenIdle
 )
 
 // newFloorClient connects to db (counted by ctr), listens on the schema's
@@ -96,7 +100,7 @@ func newFloorClient(b testing.TB, db, app string, ctr *counter, key, name string
 	b.Helper()
 	f := &floorClient{conn: newConn(b, db, app, ctr), sql: newFloorSQL(schema), keys: []string{key}, key: key, name: name}
 	f.listener = f.conn
-	if mode == listenApart {
+	if mode == listenApart || mode == listenIdle {
 		f.listener = newConn(b, db, app+"-listener", ctr)
 	}
 	ctx, cancel := callCtx()
@@ -106,10 +110,33 @@ func newFloorClient(b testing.TB, db, app string, ctr *counter, key, name string
 			b.Fatal(err)
 		}
 	}
+	if mode == listenIdle {
+		drain(b, f.listener)
+	}
 	if err := f.conn.QueryRow(ctx, f.sql.grant, floorTTL.Microseconds()).Scan(&f.lease); err != nil {
 		b.Fatal(err)
 	}
 	return f
+}
+
+// drain reads conn's notifications until b's cleanup, which waits for it
+// to stop before the connection is closed (cleanups run last in, first
+// out).
+func drain(b testing.TB, conn *pgx.Conn) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if _, err := conn.WaitForNotification(ctx); err != nil {
+				return
+			}
+		}
+	}()
+	b.Cleanup(func() {
+		cancel()
+		<-done
+	})
 }
 
 // row is one row of readQueue.

@@ -41,10 +41,16 @@ type handoffImpl struct {
 //
 //   - ashlock: each contender a root client on a Backend of its own (a
 //     pool and a listener connection);
-//   - floor: each contender the backend's statements by hand on one
-//     connection that also listens: the release DELETE; the next waiter's
-//     wake-up on the NOTIFY of that delete, a read of the queue and its
-//     admission UPDATE; the releaser's enqueue batch as it queues again;
+//   - floor: each contender the backend's statements by hand, on one
+//     connection, and a second connection that listens, the shape of a
+//     Backend (a pool and a listener): the release DELETE; the next
+//     waiter's wake-up on the NOTIFY of that delete, a read of the queue
+//     and its admission UPDATE; the releaser's enqueue batch as it queues
+//     again;
+//   - floor-1conn: the same, listening on the connection that sends the
+//     statements, which a Backend cannot do (its pool connections serve
+//     every lock, and may go through a pooler in transaction mode): the
+//     woken waiter's read goes to a server process that is awake already;
 //   - advisory: each contender its own connection, blocking in
 //     pg_advisory_lock and giving the lock back with pg_advisory_unlock.
 //
@@ -53,9 +59,10 @@ type handoffImpl struct {
 // "<impl>-roundtrips/handoff" (everything its contenders sent, lease
 // renewals excepted; pool pings are round trips, reported apart as
 // "<impl>-pings/handoff" when there are any), and the ratios
-// "ashlock/floor" (target: at most 1.5), "ashlock/advisory" and
-// "floor/advisory". Statements per handoff should not depend on N. ns/op
-// is the time of one round of turns and means nothing by itself.
+// "ashlock/floor" (target: at most 1.5), "ashlock/floor-1conn",
+// "ashlock/advisory" and "floor/advisory". Statements per handoff should
+// not depend on N. ns/op is the time of one round of turns and means
+// nothing by itself.
 func BenchmarkHandoffInterleaved(b *testing.B) {
 	impls := []handoffImpl{
 		{"ashlock", ashlockContenders},

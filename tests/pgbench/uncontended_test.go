@@ -16,6 +16,11 @@ import (
 //   - floor: the statements the backend sends for the same cycle, by hand
 //     with plain pgx on one connection: the enqueue batch (one round
 //     trip) and the release DELETE;
+//   - floor-listen: the floor, with a second connection that listens and
+//     reads every notification, as a Backend's listener does (the claims'
+//     trigger notifies the insert of a claim that holds at once, and its
+//     delete): "ashlock/floor-listen" is what the library adds to the
+//     protocol and its listener;
 //   - advisory: pg_advisory_lock and pg_advisory_unlock on one
 //     connection, the lock most PostgreSQL users take today (no lease, no
 //     fencing token, no queue: see the README).
@@ -28,12 +33,14 @@ func BenchmarkUncontendedInterleaved(b *testing.B) {
 		{"ashlock-twin", ashlockCycle},
 		{"floor", floorCycle},
 		{"advisory", advisoryCycle},
+		{"floor-listen", floorListenCycle},
 	}
 	perCycle := interleave(b, impls)
 	b.ReportMetric(perCycle[0]/perCycle[2], "ashlock/floor")
 	b.ReportMetric(perCycle[0]/perCycle[1], "ashlock/ashlock-twin")
 	b.ReportMetric(perCycle[0]/perCycle[3], "ashlock/advisory")
 	b.ReportMetric(perCycle[2]/perCycle[3], "floor/advisory")
+	b.ReportMetric(perCycle[0]/perCycle[4], "ashlock/floor-listen")
 }
 
 func ashlockCycle(b testing.TB) cycle {
@@ -48,9 +55,13 @@ func ashlockCycle(b testing.TB) cycle {
 	}}
 }
 
-func floorCycle(b testing.TB) cycle {
+func floorCycle(b testing.TB) cycle { return floorCycleListening(b, noListen) }
+
+func floorListenCycle(b testing.TB) cycle { return floorCycleListening(b, listenIdle) }
+
+func floorCycleListening(b testing.TB, mode listenMode) cycle {
 	ctr := new(counter)
-	f := newFloorClient(b, newDatabase(b), "uncontended-floor", ctr, "k", "floor", noListen)
+	f := newFloorClient(b, newDatabase(b), "uncontended-floor", ctr, "k", "floor", mode)
 	return cycle{ctr, func(ctx context.Context) error {
 		token, err := f.acquire(ctx)
 		if err != nil {
