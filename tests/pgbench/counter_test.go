@@ -20,25 +20,32 @@ import (
 // counted with the renewals). Safe for concurrent use.
 type counter struct {
 	stmts, roundTrips, renewals, pings atomic.Int64
+	reaps                              atomic.Int64 // among stmts: see reap
 
 	mu     sync.Mutex
 	pinged map[*pgx.Conn]bool // a ping not yet attributed to a statement
 }
 
 // counts is a snapshot of a counter.
-type counts struct{ stmts, roundTrips, renewals, pings int64 }
+type counts struct{ stmts, roundTrips, renewals, pings, reaps int64 }
 
 func (c *counter) snapshot() counts {
-	return counts{c.stmts.Load(), c.roundTrips.Load(), c.renewals.Load(), c.pings.Load()}
+	return counts{c.stmts.Load(), c.roundTrips.Load(), c.renewals.Load(), c.pings.Load(), c.reaps.Load()}
 }
 
 func (a counts) sub(b counts) counts {
-	return counts{a.stmts - b.stmts, a.roundTrips - b.roundTrips, a.renewals - b.renewals, a.pings - b.pings}
+	return counts{a.stmts - b.stmts, a.roundTrips - b.roundTrips, a.renewals - b.renewals, a.pings - b.pings, a.reaps - b.reaps}
 }
 
 // renewal is what the backend's lease renewal statement says (and no
 // other).
 const renewal = ".leases SET expires_at = clock_timestamp() + ttl"
+
+// reap is what the backend's statement says that a waiter sends when the
+// lease of the claim it waits for should have expired by its timer (set
+// from the time the lease had left when the waiter read the queue): a
+// wake-up that no event caused.
+const reap = ".leases WHERE id = ANY($1) AND expires_at < clock_timestamp()"
 
 // takePing reports whether conn was pinged before this statement.
 func (c *counter) takePing(conn *pgx.Conn) bool {
@@ -57,6 +64,9 @@ func (c *counter) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.Tra
 	}
 	if pinged {
 		c.pings.Add(1)
+	}
+	if strings.Contains(d.SQL, reap) {
+		c.reaps.Add(1)
 	}
 	c.stmts.Add(1)
 	c.roundTrips.Add(1)
@@ -124,7 +134,8 @@ func newConn(b testing.TB, db, app string, ctr *counter) *pgx.Conn {
 
 // reportCounts reports what a counter saw per unit of work between two
 // snapshots, under prefix (an implementation's name and "-", or ""):
-// "stmts/<unit>", "roundtrips/<unit>" and, if any, "pings/<unit>".
+// "stmts/<unit>", "roundtrips/<unit>" and, if any, "pings/<unit>" and
+// "reaps/<unit>" (timer wake-ups, whose statements stmts counts).
 func reportCounts(b *testing.B, prefix string, d counts, n float64, unit string) {
 	if n <= 0 {
 		return
@@ -133,5 +144,8 @@ func reportCounts(b *testing.B, prefix string, d counts, n float64, unit string)
 	b.ReportMetric(float64(d.roundTrips+d.pings)/n, prefix+"roundtrips/"+unit)
 	if d.pings > 0 {
 		b.ReportMetric(float64(d.pings)/n, prefix+"pings/"+unit)
+	}
+	if d.reaps > 0 {
+		b.ReportMetric(float64(d.reaps)/n, prefix+"reaps/"+unit)
 	}
 }

@@ -60,3 +60,22 @@ func TestPauseAndTerminate(t *testing.T) {
 	require.NoError(t, bystander.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'victim'`).Scan(&alive))
 	require.Zero(t, alive)
 }
+
+// Extra settings given to Launch apply, after the defaults, and again
+// after a restart.
+func TestLaunchSettings(t *testing.T) {
+	ctx := testCtx(t, time.Minute)
+	s, err := Launch(ctx, "max_connections=123")
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	show := func() string {
+		p := s.Pool(t, "postgres", "settings-test", nil)
+		defer p.Close()
+		var v string
+		require.NoError(t, p.QueryRow(ctx, `SHOW max_connections`).Scan(&v))
+		return v
+	}
+	require.Equal(t, "123", show())
+	s.RestartT(t)
+	require.Equal(t, "123", show())
+}
