@@ -7,13 +7,14 @@
 // the run. Every benchmark measures ashlock on backend/postgres beside
 // the floor, the very statements the backend sends, sent by hand with
 // plain pgx, and beside PostgreSQL's advisory locks, in one process,
-// taking turns (see interleave and runHandoffTurns) so that the shared
+// taking turns (see interleave and interleaveHandoffs) so that the shared
 // machine's slow and fast stretches fall on every implementation alike.
 // Each implementation works in a database of its own: PostgreSQL signals
 // every listening connection of a database on each NOTIFY, so one
 // implementation's listeners would otherwise be woken by another's
 // events.
 //
+//	make bench-postgres   # from the repository root: the runs of BENCHMARKS.md
 //	cd tests && go test -run '^$' -bench . -benchtime 10s -timeout 60m ./pgbench/
 //
 // Statements are counted by a pgx tracer on every connection a benchmark
