@@ -11,12 +11,13 @@
 #                           in 20 + 40 processes, about 14 minutes)
 #   make bench-redis        the Redis comparisons (tests/redisbench, a few
 #                           minutes; BENCHMARKS.md, "Redis")
+#   make bench-postgres     the PostgreSQL benchmarks (about 20 minutes)
 
 GO          ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TESTFLAGS   ?= -race -count=1 -timeout 15m
 
-.PHONY: test quickstart lint bench bench-uncontended bench-redis
+.PHONY: test quickstart lint bench bench-uncontended bench-redis bench-postgres
 
 test:
 	./scripts/ensure-servers
@@ -81,3 +82,19 @@ bench-redis:
 		./redisbench.test -test.run '^$$' -test.bench 'Handoff|DeleteToDone' -test.benchtime 40x -test.timeout 20m && \
 		./redisbench.test -test.run '^$$' -test.bench 'Uncontended' -test.benchtime 200x -test.timeout 20m; \
 		uptime; } | tee ../../bench-redis.txt
+# The PostgreSQL benchmarks (BENCHMARKS.md, section "PostgreSQL"), about
+# 20 minutes on 2 cores. Each benchmark runs in a process of its own,
+# which starts a server of its own; within it the implementations take
+# turns (see tests/pgbench), so the ratios are measured in one process.
+# The load average before and after is printed: the machine may be shared.
+bench-postgres:
+	./scripts/ensure-servers
+	cd tests && $(GO) test -c -o pgbench/pgbench.test ./pgbench/
+	rm -f bench-postgres.txt
+	@uptime
+	cd tests/pgbench && ./pgbench.test -test.run '^$$' -test.bench '^BenchmarkUncontendedInterleaved$$' -test.benchtime 20s -test.count 5 -test.timeout 30m >> ../../bench-postgres.txt || exit 1
+	cd tests/pgbench && ./pgbench.test -test.run '^$$' -test.bench '^BenchmarkHandoffInterleaved$$' -test.benchtime 90s -test.count 2 -test.timeout 60m >> ../../bench-postgres.txt || exit 1
+	cd tests/pgbench && ./pgbench.test -test.run '^$$' -test.bench '^BenchmarkRevokeToDone$$' -test.benchtime 10x -test.timeout 30m >> ../../bench-postgres.txt || exit 1
+	@uptime
+	test -s bench-postgres.txt
+	$(BENCHSTAT) bench-postgres.txt

@@ -37,6 +37,10 @@ type Server struct {
 	port int
 	cred *syscall.Credential // nil unless the server runs as ServerUser
 
+	// settings are extra "name=value" server settings, given to every
+	// start after the defaults (a later one wins).
+	settings []string
+
 	mu   sync.Mutex
 	proc *os.Process // the postmaster; nil while stopped
 	done chan struct{}
@@ -44,9 +48,11 @@ type Server struct {
 
 // Launch runs initdb in a fresh temporary directory and starts the server
 // on a free loopback port, waiting until it accepts connections or ctx
-// ends. On failure nothing is left running and the directory is removed.
-// Close stops the server and removes the directory.
-func Launch(ctx context.Context) (*Server, error) {
+// ends. settings are extra "name=value" server settings (for instance
+// "max_connections=700"), kept for every restart. On failure nothing is
+// left running and the directory is removed. Close stops the server and
+// removes the directory.
+func Launch(ctx context.Context, settings ...string) (*Server, error) {
 	bin, err := binDir()
 	if err != nil {
 		return nil, err
@@ -59,7 +65,7 @@ func Launch(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{dir: dir, bin: bin, cred: cred}
+	s := &Server{dir: dir, bin: bin, cred: cred, settings: slices.Clone(settings)}
 	if cred != nil {
 		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 			s.Close()
@@ -165,12 +171,16 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	defer log.Close()
-	cmd := s.command(filepath.Join(s.bin, "postgres"), "-D", s.dataDir(),
+	args := []string{"-D", s.dataDir(),
 		"-p", strconv.Itoa(s.port), "-k", s.dir,
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "fsync=off", "-c", "full_page_writes=off",
 		"-c", "max_connections=300", "-c", "shared_buffers=32MB",
-		"-c", "log_min_messages=warning", "-c", "logging_collector=off")
+		"-c", "log_min_messages=warning", "-c", "logging_collector=off"}
+	for _, kv := range s.settings {
+		args = append(args, "-c", kv)
+	}
+	cmd := s.command(filepath.Join(s.bin, "postgres"), args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("pgtest: start postgres: %w", err)

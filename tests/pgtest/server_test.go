@@ -91,3 +91,22 @@ func TestProxyHoldDelivers(t *testing.T) {
 	}
 	require.Equal(t, pid, again, "the statement was answered on another connection")
 }
+
+// Extra settings given to Launch apply, after the defaults, and again
+// after a restart.
+func TestLaunchSettings(t *testing.T) {
+	ctx := testCtx(t, time.Minute)
+	s, err := Launch(ctx, "max_connections=123")
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	show := func() string {
+		p := s.Pool(t, "postgres", "settings-test", nil)
+		defer p.Close()
+		var v string
+		require.NoError(t, p.QueryRow(ctx, `SHOW max_connections`).Scan(&v))
+		return v
+	}
+	require.Equal(t, "123", show())
+	s.RestartT(t)
+	require.Equal(t, "123", show())
+}

@@ -100,13 +100,15 @@ func (s *Server) Pool(t testing.TB, db, app string, configure func(*pgxpool.Conf
 type WithShared struct {
 	M      *testing.M
 	Shared **Server
+	// Settings are extra server settings for Launch.
+	Settings []string
 }
 
 // Run implements goleak's TestingM. It returns 1 without running any test
 // if the server does not start within StartTimeout.
 func (w WithShared) Run() int {
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
-	s, err := Launch(ctx)
+	s, err := Launch(ctx, w.Settings...)
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
