@@ -53,17 +53,17 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 	if err := b.closed("acquire"); err != nil {
 		return backend.Claim{}, err
 	}
+	// A Backend used directly, without the root package's checks, must
+	// not store a claim its peers cannot read.
+	if err := backend.CheckRequest(&req); err != nil {
+		return backend.Claim{}, fmt.Errorf("etcd acquire %q: %w", req.Key, err)
+	}
 	switch {
-	case req.Key == "":
-		return backend.Claim{}, errors.New("etcd acquire: empty key")
 	case req.Lease == 0:
 		// A claim without a lease would never expire.
 		return backend.Claim{}, fmt.Errorf("%w: etcd acquire: no lease", backend.ErrLeaseExpired)
 	case ctx.Err() != nil:
 		return backend.Claim{}, fmt.Errorf("etcd acquire: %w", backend.ContextError(ctx))
-	}
-	if err := checkRequest(&req); err != nil {
-		return backend.Claim{}, err
 	}
 	a := &acquisition{b: b, req: req, kind: kindOf(&req), dir: b.layout.dir(req.Key)}
 	switch {
