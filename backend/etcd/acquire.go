@@ -65,7 +65,7 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 	case ctx.Err() != nil:
 		return backend.Claim{}, fmt.Errorf("etcd acquire: %w", backend.ContextError(ctx))
 	}
-	a := &acquisition{b: b, req: req, kind: kindOf(&req), dir: b.layout.dir(req.Key)}
+	a := &acquisition{b: b, req: req, kind: backend.KindOf(&req), dir: b.layout.dir(req.Key)}
 	switch {
 	case len(req.Keys) > 1:
 		a.dirs = make([]string, len(req.Keys))
@@ -79,8 +79,8 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 		a.e = b.reg.addClaim([]string{a.dir}, a.kind, req.Lease, req.OnLost)
 	}
 	a.e.owner = req.Owner
-	if a.kind.counted() {
-		a.permit = noPermit // until it picks one
+	if a.kind.Counted() {
+		a.permit = backend.NoPermit // until it picks one
 	}
 	if len(req.Value) > 0 {
 		a.value = bytes.Clone(req.Value) // the Backend's copy
@@ -111,13 +111,13 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 type acquisition struct {
 	b        *Backend
 	req      backend.AcquireRequest
-	kind     kind
+	kind     backend.Kind
 	e        *entry   // e.key is the claim's etcd key (at req.Key)
 	dir      string   // the queue directory of req.Key
 	dirs     []string // a multi-key request's queue directories, one per key; else nil
 	stampKey string   // "" unless a single-key request stamps (multi-key: see multistamp.go)
 	value    []byte   // the Backend's copy of req.Value
-	permit   int      // the permit held; noPermit while a counted claim has none
+	permit   int      // the permit held; backend.NoPermit while a counted claim has none
 
 	mayExist   bool  // the claim may exist in etcd: remove it on failure
 	token      int64 // create revision of the claim, once known
@@ -134,13 +134,13 @@ func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 		err = a.enqueueAll(ctx)
 	case a.dirs != nil:
 		err = a.whenAllFree(ctx)
-	case a.kind.shared && queued:
+	case a.kind.Shared && queued:
 		err = a.enqueueShared(ctx)
-	case a.kind.shared:
+	case a.kind.Shared:
 		err = a.whenFreeShared(ctx)
-	case a.kind.counted() && queued:
+	case a.kind.Counted() && queued:
 		err = a.enqueueCounted(ctx)
-	case a.kind.counted():
+	case a.kind.Counted():
 		err = a.whenFreeCounted(ctx)
 	case queued:
 		err = a.enqueue(ctx)
@@ -168,8 +168,8 @@ func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 		Token:      uint64(a.token),
 		AcquiredAt: a.acquiredAt,
 		Stamp:      st,
-		Shared:     a.kind.shared,
-		Permits:    a.kind.n,
+		Shared:     a.kind.Shared,
+		Permits:    a.kind.Permits,
 		Permit:     max(a.permit, 0),
 		Value:      a.value,
 	}, nil
@@ -206,7 +206,7 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 	if len(kvs) == 0 {
 		return a.holds(now, resp) // the queue was empty: we hold the key
 	}
-	if !a.kind.agrees(string(kvs[0].Key)) {
+	if !agrees(a.kind, string(kvs[0].Key)) {
 		return a.mismatchError()
 	}
 	return a.waitInQueue(ctx, a.q(), string(kvs[0].Key), resp.Header.Revision)
@@ -244,7 +244,7 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 		}
 		a.mayExist = false
 		newest := rangeKvs(resp, 2)
-		if len(newest) > 0 && !a.kind.agrees(string(newest[0].Key)) {
+		if len(newest) > 0 && !agrees(a.kind, string(newest[0].Key)) {
 			return a.mismatchError()
 		}
 		if !a.req.Wait {
@@ -282,7 +282,7 @@ func rewrite(key, v string) clientv3.Op {
 func (a *acquisition) record(now time.Time, st backend.Timestamp) string {
 	r := claimRecord{Owner: a.req.Owner, AcquiredAt: now, Stamp: st, Permit: a.permit, Value: a.value}
 	if a.kind != exclusive {
-		r.Shared, r.Permits = a.kind.shared, a.kind.n
+		r.Shared, r.Permits = a.kind.Shared, a.kind.Permits
 	}
 	return encodeClaim(r)
 }
@@ -365,7 +365,7 @@ func (a *acquisition) lostError() error {
 }
 
 func (a *acquisition) mismatchError() error {
-	return fmt.Errorf("etcd acquire %q (%d permits): %w", a.req.Key, a.kind.n, backend.ErrPermitMismatch)
+	return fmt.Errorf("etcd acquire %q (%d permits): %w", a.req.Key, a.kind.Permits, backend.ErrPermitMismatch)
 }
 
 func (a *acquisition) lockedError() error {

@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -35,7 +36,7 @@ import (
 // So a release wakes only the first waiter, and its admission only the
 // next one. A counted claim also waits for the delete of any older claim
 // of another kind (which can only be there through the race described at
-// mismatchRace), so that the kinds never hold at once.
+// agrees), so that the kinds never hold at once.
 
 // enqueueCounted is the fair path of a counted claim: one Txn creates the
 // claim if it does not exist yet and reads the newest claim ahead (keys
@@ -45,7 +46,7 @@ func (a *acquisition) enqueueCounted(ctx context.Context) error {
 	now := time.Now()
 	a.permit = 0
 	alone := a.put(now)
-	a.permit = noPermit
+	a.permit = backend.NoPermit
 	queued := a.put(now)
 	solo := clientv3.OpTxn([]clientv3.Cmp{noClaim(a.dir)}, []clientv3.Op{alone}, []clientv3.Op{queued})
 	ahead := clientv3.OpGet(a.dir, newestKey...)
@@ -64,7 +65,7 @@ func (a *acquisition) enqueueCounted(ctx context.Context) error {
 		a.permit = 0
 		return a.holds(now, resp)
 	}
-	if kvs := rangeKvs(resp, 0); len(kvs) > 0 && !a.kind.agrees(string(kvs[0].Key)) {
+	if kvs := rangeKvs(resp, 0); len(kvs) > 0 && !agrees(a.kind, string(kvs[0].Key)) {
 		return a.mismatchError()
 	}
 	return a.waitCounted(ctx)
@@ -77,7 +78,7 @@ func (a *acquisition) enqueueCounted(ctx context.Context) error {
 // permit.
 func (a *acquisition) waitCounted(ctx context.Context) error {
 	a.b.reg.waiting(a.e)
-	n := a.kind.n
+	n := a.kind.Permits
 	older := clientv3.OpGet(a.dir, clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
 		clientv3.WithLimit(int64(n+1)), clientv3.WithMaxCreateRev(a.token-1))
@@ -87,28 +88,20 @@ func (a *acquisition) waitCounted(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		kvs, rev := rangeKvs(resp, 0), resp.Header.Revision
-		var watch []string
-		puts := false
+		rev := resp.Header.Revision
+		p, watch, puts, err := a.countedNext(rangeKvs(resp, 0))
 		switch {
-		case len(kvs) > n:
-			watch, puts = []string{string(kvs[0].Key)}, true
-		case len(kvs) == n:
-			if err := a.waitOlder(ctx, n, rev+1); err != nil {
-				return err
-			}
-			continue
+		case err != nil:
+			return err
+		case watch == nil:
+			return a.recordPermit(ctx, p)
+		case len(watch) > 1:
+			// The first waiter: any of the n holders.
+			err = a.waitOlder(ctx, n, rev+1)
 		default:
-			p, w, wp, err := a.permitFor(kvs)
-			if err != nil {
-				return err
-			}
-			if w == "" {
-				return a.recordPermit(ctx, p)
-			}
-			watch, puts = []string{w}, wp
+			err = a.waitAny(ctx, watch, rev+1, puts)
 		}
-		if err := a.waitAny(ctx, watch, rev+1, puts); err != nil {
+		if err != nil {
 			return err
 		}
 	}
@@ -132,36 +125,44 @@ func (a *acquisition) recordPermit(ctx context.Context, p int) error {
 	return a.holds(now, resp)
 }
 
-// permitFor looks at the claims ahead of a counted claim, fewer than n of
-// them (all holders), and returns the permit to take: the lowest that none
-// of them recorded. If one of them has not recorded its permit yet it
-// returns that claim's key instead, to watch for its rewrite (puts); if
-// one is of another kind, its key, to watch for its delete.
-func (a *acquisition) permitFor(kvs []*mvccpb.KeyValue) (permit int, watch string, puts bool, err error) {
-	used := make([]bool, a.kind.n)
-	for _, kv := range kvs {
-		if kindOfName(string(kv.Key)) != a.kind {
-			return 0, string(kv.Key), false, nil
-		}
+// countedNext applies the queue rules of package backend to kvs, the
+// claims just older than a counted claim, newest first, with their records
+// (at most n+1 of them: a claim behind more waits like one behind n+1). If
+// the rule admits the claim, it returns the permit to take (watch nil), or
+// the older claim that has not recorded its own yet, whose rewrite (puts)
+// the claim must wait for. Otherwise it returns the claims whose departure
+// (and with puts, whose admission) the claim waits for. A claim of another
+// kind ahead, there only through the race described at agrees, keeps the
+// claim waiting until it goes.
+func (a *acquisition) countedNext(kvs []*mvccpb.KeyValue) (permit int, watch []string, puts bool, err error) {
+	i := len(kvs)
+	q, permits := make([]backend.Kind, i+1), make([]int, i)
+	for j, kv := range kvs {
 		r, err := decodeClaim(kv.Value)
 		if err != nil {
-			return 0, "", false, fmt.Errorf("%w: etcd acquire %q: claim %s: %w", backend.ErrUnavailable, a.req.Key, kv.Key, err)
+			return 0, nil, false, fmt.Errorf("%w: etcd acquire %q: claim %s: %w", backend.ErrUnavailable, a.req.Key, kv.Key, err)
 		}
-		if r.Permit == noPermit {
-			return 0, string(kv.Key), true, nil
-		}
-		if r.Permit < len(used) {
-			used[r.Permit] = true
+		q[i-1-j], permits[i-1-j] = kindOfName(string(kv.Key)), r.Permit
+	}
+	q[i] = a.kind
+	key := func(j int) string { return string(kvs[i-1-j].Key) }
+	if backend.FreePrefix(q) > i && !slices.ContainsFunc(q[:i], func(k backend.Kind) bool { return k != a.kind }) {
+		switch p, w := backend.PermitFor(permits, a.kind.Permits, i); {
+		case w >= 0:
+			return backend.NoPermit, []string{key(w)}, true, nil
+		case p == backend.NoPermit:
+			// n holders with distinct permits cannot all be older when
+			// fewer than n claims are: only a corrupted queue gets here.
+			return 0, nil, false, a.inconsistent()
+		default:
+			return p, nil, false, nil
 		}
 	}
-	for p, u := range used {
-		if !u {
-			return p, "", false, nil
-		}
+	w := backend.WaitFor(q, i)
+	for j := w.From; j <= w.To; j++ {
+		watch = append(watch, key(j))
 	}
-	// n holders with distinct permits cannot all be older when fewer than
-	// n claims are: only a corrupted queue gets here.
-	return 0, "", false, a.inconsistent()
+	return backend.NoPermit, watch, w.Admission, nil
 }
 
 // whenFreeCounted is the path of counted requests that do not queue. A
@@ -176,7 +177,7 @@ func (a *acquisition) whenFreeCounted(ctx context.Context) error {
 	reads := []clientv3.Op{
 		clientv3.OpGet(a.e.key), // with its lease, for adopt
 		clientv3.OpGet(a.dir, clientv3.WithPrefix(),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(a.kind.n))),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(a.kind.Permits))),
 	}
 	cond := []clientv3.Cmp{noClaim(a.dir)}
 	a.permit = 0
@@ -199,40 +200,30 @@ func (a *acquisition) whenFreeCounted(ctx context.Context) error {
 			if !a.req.Wait {
 				return a.lockedError()
 			}
-			a.permit = noPermit
+			a.permit = backend.NoPermit
 			return a.waitCounted(ctx)
 		}
 		a.mayExist = false
 		kvs := rangeKvs(resp, 1)
-		if len(kvs) > 0 && !a.kind.agrees(string(kvs[0].Key)) {
+		if len(kvs) > 0 && !agrees(a.kind, string(kvs[0].Key)) {
 			return a.mismatchError()
 		}
-		var watch []string
-		puts := false
-		if len(kvs) >= a.kind.n {
-			watch = make([]string, len(kvs))
-			for i, kv := range kvs {
-				watch[i] = string(kv.Key)
+		p, watch, puts, err := a.countedNext(kvs)
+		if err != nil {
+			return err
+		}
+		if watch == nil {
+			races++
+			if races > 3 && !a.req.Wait {
+				return a.lockedError() // the queue keeps changing under us
 			}
-		} else {
-			p, w, wp, err := a.permitFor(kvs)
-			if err != nil {
-				return err
+			a.permit = p
+			newest := int64(0)
+			if len(kvs) > 0 {
+				newest = kvs[0].CreateRevision
 			}
-			if w == "" {
-				races++
-				if races > 3 && !a.req.Wait {
-					return a.lockedError() // the queue keeps changing under us
-				}
-				a.permit = p
-				newest := int64(0)
-				if len(kvs) > 0 {
-					newest = kvs[0].CreateRevision
-				}
-				cond = []clientv3.Cmp{notYet, clientv3.Compare(clientv3.CreateRevision(a.dir), "<", newest+1).WithPrefix()}
-				continue
-			}
-			watch, puts = []string{w}, wp
+			cond = []clientv3.Cmp{notYet, clientv3.Compare(clientv3.CreateRevision(a.dir), "<", newest+1).WithPrefix()}
+			continue
 		}
 		if !a.req.Wait {
 			return a.lockedError()

@@ -98,7 +98,7 @@
 //   - Every claim of a key agrees on the permit count (exclusive and
 //     shared claims count as one): an enqueue reads the name of the claim
 //     just ahead, and a request that disagrees removes its claim and fails
-//     with backend.ErrPermitMismatch (see mismatchRace in kind.go).
+//     with backend.ErrPermitMismatch (see agrees in kind.go).
 //   - SetValue (value.go) rewrites the claim's record at every key in one
 //     Txn compared on the claim's identity.
 //

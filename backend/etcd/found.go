@@ -69,7 +69,7 @@ func (a *acquisition) agreesAhead(ctx context.Context) error {
 	}
 	ops := make([]clientv3.Op, len(dirs))
 	for i, dir := range dirs {
-		if a.kind.shared {
+		if a.kind.Shared {
 			ops[i] = olderNonShared(dir, a.token)
 		} else {
 			ops[i] = olderClaim(dir, a.token)
@@ -80,7 +80,7 @@ func (a *acquisition) agreesAhead(ctx context.Context) error {
 		return rpcError(ctx, "acquire", err)
 	}
 	for i := range dirs {
-		if kvs := rangeKvs(resp, i); len(kvs) > 0 && !a.kind.agrees(string(kvs[0].Key)) {
+		if kvs := rangeKvs(resp, i); len(kvs) > 0 && !agrees(a.kind, string(kvs[0].Key)) {
 			return a.mismatchError()
 		}
 	}

@@ -52,7 +52,7 @@ func FuzzClaimRecord(f *testing.F) {
 	f.Add([]byte{1, 0x80, 0x00, 0, 0, 0}, "a\x00b", int64(1), int64(1<<62), uint32(0)) // overlong length
 	f.Add([]byte{2, 0, 0, 0, 0}, "v2", int64(0), int64(0), uint32(0))                  // version 2, truncated
 	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, "", int64(0), int64(0), uint32(0))
-	v2 := encodeClaim(claimRecord{Owner: "o", Shared: true, Permits: 1, Permit: noPermit, Value: []byte("v")})
+	v2 := encodeClaim(claimRecord{Owner: "o", Shared: true, Permits: 1, Permit: backend.NoPermit, Value: []byte("v")})
 	f.Add([]byte(v2), "o", int64(0), int64(0), uint32(0))
 	f.Add([]byte(encodeClaim(claimRecord{Permits: 3, Permit: 2, Value: []byte{0}})), "", int64(1), int64(2), uint32(3))
 	f.Add([]byte{2, 2, 0, 0, 0, 0, 0, 0, 0}, "", int64(0), int64(0), uint32(0))                // unknown flag
@@ -87,7 +87,7 @@ func FuzzClaimRecord(f *testing.F) {
 		// The same fields in a version 2 record, derived from the inputs.
 		rec.Permits = int(uint64(wall) % (backend.MaxPermits + 1))
 		rec.Shared = logical%2 == 1 && rec.Permits <= 1
-		rec.Permit = int(logical%uint32(max(rec.Permits, 1))) - int(logical/2%2) // sometimes noPermit
+		rec.Permit = int(logical%uint32(max(rec.Permits, 1))) - int(logical/2%2) // sometimes backend.NoPermit
 		rec.Value = []byte(owner)
 		got, err = decodeClaim([]byte(encodeClaim(rec)))
 		if err != nil || !sameRecord(got, rec) {

@@ -9,12 +9,9 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// kind is what a claim asks for: exclusive (n 1, not shared), shared, or
-// counted (n > 1).
-//
-// A claim's kind is part of its name, so that the reads of a queue that
-// decide who holds the key stay keys-only, whatever values the claims
-// publish (up to backend.MaxValueLen each):
+// A claim's kind (backend.Kind) is part of its name, so that the reads of
+// a queue that decide who holds the key stay keys-only, whatever values
+// the claims publish (up to backend.MaxValueLen each):
 //
 //	<lease hex>[-<slot>]          exclusive
 //	s<lease hex>[-<slot>]         shared
@@ -24,43 +21,32 @@ import (
 // 's', so under a queue directory the key range [dir+"0", dir+"g") holds
 // exactly the claims that are not shared: a shared claim waits for the
 // newest older claim of that range alone, with a single-key read.
-type kind struct {
-	shared bool
-	n      int // permits, >= 1
-}
 
-var exclusive = kind{n: 1}
+var exclusive = backend.Kind{Permits: 1}
 
-// kindOf returns the kind of req.
-func kindOf(req *backend.AcquireRequest) kind {
-	return kind{shared: req.Shared, n: max(req.Permits, 1)}
-}
-
-func (k kind) counted() bool { return k.n > 1 }
-
-// name decorates the plain claim name base with the kind.
-func (k kind) name(base string) string {
+// kindName decorates the plain claim name base with the kind k.
+func kindName(k backend.Kind, base string) string {
 	switch {
-	case k.shared:
+	case k.Shared:
 		return "s" + base
-	case k.n > 1:
-		return base + "." + strconv.Itoa(k.n)
+	case k.Counted():
+		return base + "." + strconv.Itoa(k.Permits)
 	}
 	return base
 }
 
 // kindOfName reads the kind back from a claim name (the last path element
 // of a claim key). A name this package did not make reads as exclusive.
-func kindOfName(name string) kind {
+func kindOfName(name string) backend.Kind {
 	if i := strings.LastIndexByte(name, '/'); i >= 0 {
 		name = name[i+1:]
 	}
 	if strings.HasPrefix(name, "s") {
-		return kind{shared: true, n: 1}
+		return backend.Kind{Shared: true, Permits: 1}
 	}
 	if i := strings.LastIndexByte(name, '.'); i >= 0 {
 		if n, err := strconv.Atoi(name[i+1:]); err == nil && n > 1 {
-			return kind{n: n}
+			return backend.Kind{Permits: n}
 		}
 	}
 	return exclusive
@@ -103,18 +89,18 @@ func noClaim(dir string) clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(dir), "=", 0).WithPrefix()
 }
 
-// mismatchRace: a claim checks the permit count against the claim just
-// ahead of it only, when it enqueues. A claim that disagrees removes
-// itself, but while it is queued it can mislead a claim enqueued behind
-// it: a request that agrees with the queue may then fail with
-// ErrPermitMismatch, or one that does not may queue among claims of
-// another count. The second case keeps exclusion, because every kind
-// treats a claim of another kind conservatively: an exclusive claim waits
-// for every older claim, a shared one for every older non-shared claim,
-// and a counted one for the delete of any older claim of another kind.
-// The window is one round trip of the misleading request.
-
 // agrees reports whether a claim of kind k may queue behind the claim
 // named pred: they agree on the permit count (exclusive and shared claims
 // count as one).
-func (k kind) agrees(pred string) bool { return kindOfName(pred).n == k.n }
+//
+// A claim checks the count against the claim just ahead of it only, when
+// it enqueues. A claim that disagrees removes itself, but while it is
+// queued it can mislead a claim enqueued behind it: a request that agrees
+// with the queue may then fail with ErrPermitMismatch, or one that does
+// not may queue among claims of another count. The second case keeps
+// exclusion, because every kind treats a claim of another kind
+// conservatively: an exclusive claim waits for every older claim, a
+// shared one for every older non-shared claim, and a counted one for the
+// delete of an older claim while any older claim is of another kind
+// (countedNext). The window is one round trip of the misleading request.
+func agrees(k backend.Kind, pred string) bool { return kindOfName(pred).Permits == k.Permits }

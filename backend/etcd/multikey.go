@@ -58,7 +58,7 @@ func (a *acquisition) multiOps(now time.Time) (free, notYet []clientv3.Cmp, ahea
 		absent := clientv3.Compare(clientv3.CreateRevision(keys[i]), "=", 0)
 		notYet = append(notYet, absent)
 		puts = append(puts, a.putAt(keys[i], rec))
-		if a.kind.shared {
+		if a.kind.Shared {
 			free = append(free, noNonShared(dir), absent)
 			ahead = append(ahead, olderNonShared(dir, 0))
 		} else {
@@ -90,7 +90,7 @@ func (a *acquisition) enqueueAll(ctx context.Context) error {
 		for i := range a.dirs {
 			if kvs := rangeKvs(resp, i); len(kvs) > 0 {
 				preds[i], wait[i] = string(kvs[0].Key), true
-				if !a.kind.agrees(preds[i]) {
+				if !agrees(a.kind, preds[i]) {
 					return a.mismatchError()
 				}
 			}
@@ -114,7 +114,7 @@ func (a *acquisition) enqueueAll(ctx context.Context) error {
 		waited = true
 		q := queueKey{dir, a.e.keys[i]}
 		var err error
-		if a.kind.shared {
+		if a.kind.Shared {
 			err = a.waitShared(ctx, q, preds[i], rev)
 		} else {
 			err = a.waitInQueue(ctx, q, preds[i], rev)
@@ -231,7 +231,7 @@ func (a *acquisition) whenAllFree(ctx context.Context) error {
 			if len(kvs) == 0 {
 				continue
 			}
-			if !a.kind.agrees(string(kvs[0].Key)) {
+			if !agrees(a.kind, string(kvs[0].Key)) {
 				a.mayExist = false
 				return a.mismatchError()
 			}

@@ -26,10 +26,6 @@ const (
 	stampRecordV1 = 1
 )
 
-// noPermit is claimRecord.Permit of a counted claim that has not picked
-// its permit yet (it is still waiting, or about to record it).
-const noPermit = -1
-
 // claimRecord is the value stored at a claim key.
 type claimRecord struct {
 	Owner      string
@@ -37,7 +33,7 @@ type claimRecord struct {
 	Stamp      backend.Timestamp
 	Shared     bool
 	Permits    int    // the key's permit count as the claim asked for it; 0 means 1
-	Permit     int    // the permit held, 0..Permits-1, or noPermit
+	Permit     int    // the permit held, 0..Permits-1, or backend.NoPermit while a counted claim waits
 	Value      []byte // published with the claim; nil when none
 }
 

@@ -25,7 +25,7 @@ func TestClaimRecordRoundTrip(t *testing.T) {
 		{"negative wall", claimRecord{Owner: "x", Stamp: backend.Timestamp{WallTime: -5, Logical: math.MaxUint32}}},
 		{"binary owner", claimRecord{Owner: "\x00\xff"}},
 		{"shared", claimRecord{Owner: "r", Shared: true, Permits: 1}},
-		{"counted waiting", claimRecord{Owner: "c", Permits: 5, Permit: noPermit}},
+		{"counted waiting", claimRecord{Owner: "c", Permits: 5, Permit: backend.NoPermit}},
 		{"counted holding", claimRecord{Owner: "c", Permits: 5, Permit: 4, Value: []byte("v")}},
 		{"exclusive with value", claimRecord{Owner: "e", Value: []byte{0, 1, 2}}},
 	}

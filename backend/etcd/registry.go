@@ -130,7 +130,7 @@ func (r *registry) add(dir string, lease backend.LeaseID, onLost backend.LossLis
 // lowest slot that no registered claim uses in any of them. One name for
 // all gives the claim one identity (name plus the create revision its keys
 // share) at every key.
-func (r *registry) addClaim(dirs []string, k kind, lease backend.LeaseID, onLost backend.LossListener) *entry {
+func (r *registry) addClaim(dirs []string, k backend.Kind, lease backend.LeaseID, onLost backend.LossListener) *entry {
 	if len(dirs) == 1 && k == exclusive {
 		return r.add(dirs[0], lease, onLost)
 	}
@@ -139,7 +139,7 @@ func (r *registry) addClaim(dirs []string, k kind, lease backend.LeaseID, onLost
 	defer r.mu.Unlock()
 next:
 	for slot := 0; ; slot++ {
-		name := k.name(claimName(lease, slot))
+		name := kindName(k, claimName(lease, slot))
 		for _, dir := range dirs {
 			if _, taken := r.entries[dir+name]; taken {
 				continue next

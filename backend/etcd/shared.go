@@ -36,7 +36,7 @@ func (a *acquisition) enqueueShared(ctx context.Context) error {
 	if len(kvs) == 0 {
 		return a.holds(now, resp)
 	}
-	if !a.kind.agrees(string(kvs[0].Key)) {
+	if !agrees(a.kind, string(kvs[0].Key)) {
 		return a.mismatchError()
 	}
 	return a.waitShared(ctx, a.q(), string(kvs[0].Key), resp.Header.Revision)
@@ -132,7 +132,7 @@ func (a *acquisition) whenFreeShared(ctx context.Context) error {
 		if len(newest) == 0 {
 			return a.inconsistent()
 		}
-		if !a.kind.agrees(string(newest[0].Key)) {
+		if !agrees(a.kind, string(newest[0].Key)) {
 			return a.mismatchError()
 		}
 		if !a.req.Wait {
