@@ -15,10 +15,9 @@
 //	<prefix>claims/<escaped key>/<lease>[-<slot>].<n>  a counted claim (n > 1 permits)
 //	<prefix>stamps/<escaped key>                       last holder's stamp (only with stamps on)
 //
-// A claim's value is its record (record.go): owner, acquired-at, stamp,
-// and for claims other than plain exclusive ones the kind, the permit
-// count, the permit held (none yet while a counted claim waits) and the
-// published value.
+// A claim's value is its record (record.go): the kind, the permit count
+// (0 for a plain exclusive claim), the permit held (none yet while a
+// counted claim waits), owner, acquired-at, stamp and the published value.
 //
 // The escaping replaces '/', '%' and control bytes with %XX, so the queue
 // directories of two keys never nest, even when one key is a prefix of the
