@@ -319,11 +319,11 @@ func (a *acquisition) absent() clientv3.Cmp {
 
 // create sends the Txn that enqueues the claim: if notYet holds (its name
 // is absent), run ops. While etcd is merely out of reach it is sent again
-// (see retryAfter): tried again, the Txn finds the claim if a lost attempt
+// (see send): tried again, the Txn finds the claim if a lost attempt
 // made it, and the caller takes that claim over.
 func (a *acquisition) create(ctx context.Context, notYet []clientv3.Cmp, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
 	a.mayExist = true
-	return a.retried(ctx, notYet, func() []clientv3.Op { return ops })
+	return a.send(ctx, func(txn clientv3.Txn) clientv3.Txn { return txn.If(notYet...).Then(ops...) })
 }
 
 // keepStamp remembers the stamp record read by withStamp, if any.

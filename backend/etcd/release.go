@@ -192,7 +192,7 @@ func (b *Backend) untilDone(now bool, try func() bool) {
 	if now && try() {
 		return
 	}
-	for backoff := minBackoff; sleep(b.ctx, backoff) && !try(); backoff = min(2*backoff, maxBackoff) {
+	for bo := backoff(0); bo.wait(b.ctx) && !try(); {
 	}
 }
 

@@ -56,29 +56,25 @@ func (a *acquisition) enqueueShared(ctx context.Context) error {
 // what the next round needs.
 func (a *acquisition) waitShared(ctx context.Context, q queueKey, pred string, rev int64) error {
 	a.b.reg.waiting(a.e)
-	backoff := minBackoff
+	own := incarnation(q.key, a.token)
+	allNewer := clientv3.Compare(clientv3.CreateRevision(nonSharedStart(q.dir)), ">", a.token-1).WithRange(nonSharedEnd(q.dir))
 	for {
 		if pred != "" {
 			if err := a.waitDeleted(ctx, pred, rev+1); err != nil {
 				return err
 			}
 		}
-		now := time.Now()
-		own := incarnation(q.key, a.token)
-		allNewer := clientv3.Compare(clientv3.CreateRevision(nonSharedStart(q.dir)), ">", a.token-1).WithRange(nonSharedEnd(q.dir))
-		put := rewrite(q.key, a.record(now, backend.Timestamp{}))
-		resp, err := a.b.cli.Txn(ctx).If(own, allNewer).
-			Then(a.withStamp(put)...).
-			Else(a.withStamp(clientv3.OpGet(q.key, clientv3.WithKeysOnly()), olderNonShared(q.dir, a.token),
-				clientv3.OpTxn([]clientv3.Cmp{own, noNonShared(q.dir)}, []clientv3.Op{put}, nil))...).
-			Commit()
+		var now time.Time
+		resp, err := a.send(ctx, func(txn clientv3.Txn) clientv3.Txn {
+			now = time.Now()
+			put := rewrite(q.key, a.record(now, backend.Timestamp{}))
+			return txn.If(own, allNewer).
+				Then(a.withStamp(put)...).
+				Else(a.withStamp(clientv3.OpGet(q.key, clientv3.WithKeysOnly()), olderNonShared(q.dir, a.token),
+					clientv3.OpTxn([]clientv3.Cmp{own, noNonShared(q.dir)}, []clientv3.Op{put}, nil))...)
+		})
 		if err != nil {
-			if err := a.retryAfter(ctx, err, backoff); err != nil {
-				return err
-			}
-			backoff = min(2*backoff, maxBackoff)
-			pred = ""
-			continue
+			return err
 		}
 		if resp.Succeeded {
 			return a.holds(now, resp)

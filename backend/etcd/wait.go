@@ -53,31 +53,26 @@ func (p *anyWait) watchFailed(err error) { p.once.Do(func() { p.predWait.watchFa
 // previous stamp; otherwise it returns our claim and the nearest older
 // claim, which may be one that was queued before pred.
 //
-// While etcd cannot be reached the wait goes on (see retryAfter).
+// While etcd cannot be reached the wait goes on (see send).
 func (a *acquisition) waitInQueue(ctx context.Context, q queueKey, pred string, rev int64) error {
 	a.b.reg.waiting(a.e)
-	backoff := minBackoff
+	// True iff every claim of the queue was created at or after ours.
+	first := clientv3.Compare(clientv3.CreateRevision(q.dir), ">", a.token-1).WithPrefix()
 	for {
 		if pred != "" {
 			if err := a.waitDeleted(ctx, pred, rev+1); err != nil {
 				return err
 			}
 		}
-		now := time.Now()
-		// True iff every claim of the queue was created at or after ours.
-		first := clientv3.Compare(clientv3.CreateRevision(q.dir), ">", a.token-1).WithPrefix()
-		older := olderClaim(q.dir, a.token)
-		resp, err := a.b.cli.Txn(ctx).If(incarnation(q.key, a.token), first).
-			Then(a.withStamp(rewrite(q.key, a.record(now, backend.Timestamp{})))...).
-			Else(clientv3.OpGet(q.key), older).
-			Commit()
+		var now time.Time
+		resp, err := a.send(ctx, func(txn clientv3.Txn) clientv3.Txn {
+			now = time.Now()
+			return txn.If(incarnation(q.key, a.token), first).
+				Then(a.withStamp(rewrite(q.key, a.record(now, backend.Timestamp{})))...).
+				Else(clientv3.OpGet(q.key), olderClaim(q.dir, a.token))
+		})
 		if err != nil {
-			if err := a.retryAfter(ctx, err, backoff); err != nil {
-				return err
-			}
-			backoff = min(2*backoff, maxBackoff)
-			pred = "" // the Txn tells who is ahead now
-			continue
+			return err
 		}
 		if resp.Succeeded {
 			return a.holds(now, resp)
@@ -156,27 +151,28 @@ type predWait struct {
 func (p *predWait) keyDeleted(int64)      { close(p.done) }
 func (p *predWait) watchFailed(err error) { p.err = err; close(p.done) }
 
-// guarded sends, as retried does, a Txn whose compares own are the
-// claim's identity; it returns etcd's answer, or lostError if the claim is
-// gone.
+// guarded sends (see send) a Txn whose compares own are the claim's
+// identity and whose operations ops returns (called for each try); it
+// returns etcd's answer, or lostError if the claim is gone.
 func (a *acquisition) guarded(ctx context.Context, own []clientv3.Cmp, ops func() []clientv3.Op) (*clientv3.TxnResponse, error) {
-	resp, err := a.retried(ctx, own, ops)
+	resp, err := a.send(ctx, func(txn clientv3.Txn) clientv3.Txn { return txn.If(own...).Then(ops()...) })
 	if err == nil && !resp.Succeeded {
 		return nil, a.lostError()
 	}
 	return resp, err
 }
 
-// retried sends a Txn that runs the operations ops returns if the compares
-// cmps hold, again while etcd is merely out of reach (see retryAfter; ops
-// is called for each try), and returns etcd's answer.
-func (a *acquisition) retried(ctx context.Context, cmps []clientv3.Cmp, ops func() []clientv3.Op) (*clientv3.TxnResponse, error) {
-	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
-		resp, err := a.b.cli.Txn(ctx).If(cmps...).Then(ops()...).Commit()
+// send sends the Txn that build makes (called anew for each try) and
+// returns etcd's answer. While etcd is merely out of reach it tries again
+// (see retryAfter), with backoff.
+func (a *acquisition) send(ctx context.Context, build func(clientv3.Txn) clientv3.Txn) (*clientv3.TxnResponse, error) {
+	var bo backoff
+	for {
+		resp, err := build(a.b.cli.Txn(ctx)).Commit()
 		if err == nil {
 			return resp, nil
 		}
-		if err := a.retryAfter(ctx, err, backoff); err != nil {
+		if err := a.retryAfter(ctx, err, bo.next()); err != nil {
 			return nil, err
 		}
 	}
