@@ -13,42 +13,20 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// Options of the reads of a queue directory: only the claims' keys and
-// revisions are used, never their values. An OpOption keeps no state, so
-// one slice of each serves every read (a caller that adds an option
-// appends to a full-capacity slice, which copies).
-var (
-	newestKey = append(clientv3.WithLastCreate(), clientv3.WithKeysOnly())
-	oldestKey = append(clientv3.WithFirstCreate(), clientv3.WithKeysOnly())
-)
-
 // Acquire creates a claim on req.Key (on every key of req.Keys), bound to
-// lease req.Lease, and returns it once it holds the key. The claim is named
-// after its lease and kind (see the package documentation); Claim.ID is
-// that name, and req.ID is not used. What follows is the exclusive path;
-// shared.go, counted.go and multikey.go describe the other kinds, which
-// follow the same pattern.
+// lease req.Lease, and returns it once it holds every key. The claim is
+// named after its lease and kind (see the package documentation);
+// Claim.ID is that name, and req.ID is not used. The protocol is told in
+// the package documentation: uncontended, a fair Acquire, a TryAcquire
+// and a Release are one round trip each, whatever the kind and number of
+// keys; stamps cost one more.
 //
-//   - Fair waiting requests (Wait and Fair) join the key's queue in one
-//     Txn. Uncontended, that Txn already makes the claim the holder: one
-//     round trip. Otherwise Acquire watches only the delete of the claim
-//     just ahead and, after it, checks in one Txn that its own claim still
-//     exists and has nothing ahead of it.
-//   - Requests that do not queue (Wait false, or Fair false) create their
-//     claim only in a Txn that finds the queue empty. With Wait false that
-//     is a single round trip that leaves nothing behind when the key is
-//     held (ErrLocked). With Fair false Acquire watches the newest claim of
-//     the queue until the queue is empty.
-//   - With req.Stamp set, the previous holder's stamp is read in the Txn
-//     that makes the claim the holder and the new stamp is written in one
-//     more Txn, guarded by the claim's identity: one extra round trip.
-//
-// Acquire blocks until the claim holds the key, ctx ends, the claim
-// vanishes (its lease ended or it was deleted: ErrLeaseExpired), etcd
-// fails (ErrUnavailable) or the Backend is closed (ErrClosed). When it
-// fails after its claim may have been created - even if etcd's reply was
-// lost - it deletes the claim with a bounded context of its own, not ctx,
-// which may have ended (see discard). Safe for concurrent use.
+// Acquire blocks until the claim holds, ctx ends, the claim vanishes (its
+// lease ended or it was deleted: ErrLeaseExpired), etcd fails
+// (ErrUnavailable) or the Backend is closed (ErrClosed). When it fails
+// after its claim may have been created - even if etcd's reply was lost -
+// it deletes the claim with a bounded context of its own, not ctx, which
+// may have ended (see discard). Safe for concurrent use.
 func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Claim, error) {
 	if err := b.closed("acquire"); err != nil {
 		return backend.Claim{}, err
@@ -65,27 +43,29 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 	case ctx.Err() != nil:
 		return backend.Claim{}, fmt.Errorf("etcd acquire: %w", backend.ContextError(ctx))
 	}
-	a := &acquisition{b: b, req: req, kind: backend.KindOf(&req), dir: b.layout.dir(req.Key)}
-	switch {
-	case len(req.Keys) > 1:
-		a.dirs = make([]string, len(req.Keys))
-		for i, k := range req.Keys {
-			a.dirs[i] = b.layout.dir(k)
-		}
-		a.e = b.reg.addClaim(a.dirs, a.kind, req.Lease, req.OnLost)
-	case a.kind == exclusive:
-		a.e = b.reg.add(a.dir, req.Lease, req.OnLost)
-	default:
-		a.e = b.reg.addClaim([]string{a.dir}, a.kind, req.Lease, req.OnLost)
+	a := &acquisition{b: b, req: req, kind: backend.KindOf(&req)}
+	keys := req.AllKeys()
+	dirs := make([]string, len(keys))
+	for i, k := range keys {
+		dirs[i] = b.layout.dir(k)
 	}
+	a.e = b.reg.addClaim(dirs, a.kind, req.Lease, req.OnLost)
 	a.e.owner = req.Owner
+	a.keys = a.one[:0]
+	for i, dir := range dirs {
+		q := queueKey{dir, a.e.key}
+		if a.e.keys != nil {
+			q.key = a.e.keys[i]
+		}
+		a.keys = append(a.keys, q)
+	}
 	if a.kind.Counted() {
 		a.permit = backend.NoPermit // until it picks one
 	}
 	if len(req.Value) > 0 {
 		a.value = bytes.Clone(req.Value) // the Backend's copy
 	}
-	if req.Stamp != nil && a.dirs == nil {
+	if req.Stamp != nil && len(keys) == 1 {
 		a.stampKey = b.layout.stamp(req.Key)
 	}
 	c, err := a.run(ctx)
@@ -112,12 +92,12 @@ type acquisition struct {
 	b        *Backend
 	req      backend.AcquireRequest
 	kind     backend.Kind
-	e        *entry   // e.key is the claim's etcd key (at req.Key)
-	dir      string   // the queue directory of req.Key
-	dirs     []string // a multi-key request's queue directories, one per key; else nil
-	stampKey string   // "" unless a single-key request stamps (multi-key: see multistamp.go)
-	value    []byte   // the Backend's copy of req.Value
-	permit   int      // the permit held; backend.NoPermit while a counted claim has none
+	e        *entry
+	keys     []queueKey  // the claim at each of its keys, req.Key's first
+	one      [1]queueKey // keys' array for a single-key claim
+	stampKey string      // "" unless a single-key request stamps (multi-key: see stampAll)
+	value    []byte      // the Backend's copy of req.Value
+	permit   int         // the permit held; backend.NoPermit while a counted claim has none
 
 	mayExist   bool  // the claim may exist in etcd: remove it on failure
 	token      int64 // create revision of the claim, once known
@@ -126,18 +106,14 @@ type acquisition struct {
 	stampRev   int64  // its mod revision; 0 if none
 }
 
+// queueKey is one key of a claim: its queue directory and the claim's etcd
+// key in it.
+type queueKey struct{ dir, key string }
+
 func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 	var err error
 	queued := a.req.Wait && a.req.Fair
 	switch {
-	case a.dirs != nil && queued:
-		err = a.enqueueAll(ctx)
-	case a.dirs != nil:
-		err = a.whenAllFree(ctx)
-	case a.kind.Shared && queued:
-		err = a.enqueueShared(ctx)
-	case a.kind.Shared:
-		err = a.whenFreeShared(ctx)
 	case a.kind.Counted() && queued:
 		err = a.enqueueCounted(ctx)
 	case a.kind.Counted():
@@ -152,7 +128,7 @@ func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 	}
 	var st backend.Timestamp
 	switch {
-	case a.req.Stamp != nil && a.dirs != nil:
+	case a.req.Stamp != nil && len(a.keys) > 1:
 		st, err = a.stampAll(ctx)
 	case a.req.Stamp != nil:
 		st, err = a.stamp(ctx)
@@ -163,7 +139,7 @@ func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 	return backend.Claim{
 		Key:        a.req.Key,
 		Keys:       a.req.Keys,
-		ID:         a.e.key[len(a.dir):],
+		ID:         a.e.key[len(a.keys[0].dir):],
 		Lease:      a.req.Lease,
 		Token:      uint64(a.token),
 		AcquiredAt: a.acquiredAt,
@@ -175,63 +151,110 @@ func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 	}, nil
 }
 
-// enqueue is the fair path. One Txn: if the claim does not exist yet, read
-// the newest claim of the queue (the one just ahead of us), then create
-// ours. Uncontended, that is the whole acquisition.
+// enqueue is the fair path of every kind but counted (counted.go). One Txn
+// creates the claim at every key, if its name is absent at all of them,
+// and reads at each the newest claim that blocks it there (kind.go): Ops
+// of a Txn run in order, so the reads see the queues before our puts.
+// Where a read finds nothing the claim holds at once; uncontended, that
+// Txn is the whole acquisition. The claim then waits at the other keys,
+// one at a time (waitAt); a multi-key claim that waited checks at the end
+// that it still exists at every key (confirmAll). That cannot deadlock:
+// at every key a claim only waits for claims with a lower token, whatever
+// the order in which requests list their keys.
 //
-// The claim can only exist already if a write under our name was applied
-// by etcd after its sender stopped waiting for it: this Txn, resent after a
-// lost reply, or an earlier acquisition's Txn that arrived after that
-// acquisition's cleanup. Either way the claim is bound to our lease and
-// has no other owner, so it is taken over (see found); that is rare
-// enough to cost a second round trip rather than an Else branch in every
-// enqueue.
+// A claim found under our name instead is taken over (adopt.go).
 func (a *acquisition) enqueue(ctx context.Context) error {
 	now := time.Now()
-	// Ops of a Txn run in order: this Get sees the queue before our Put.
-	ahead := clientv3.OpGet(a.dir, newestKey...)
-	resp, err := a.create(ctx, []clientv3.Cmp{a.absent()}, a.withStamp(ahead, a.put(now))...)
+	n := len(a.keys)
+	notYet := make([]clientv3.Cmp, n)
+	ops := make([]clientv3.Op, 2*n, 2*n+1)
+	rec := a.record(now, backend.Timestamp{})
+	for i, q := range a.keys {
+		notYet[i] = absent(q.key)
+		ops[i] = aheadOf(a.kind, q.dir, 0)
+		ops[n+i] = a.putAt(q.key, rec)
+	}
+	resp, err := a.create(ctx, notYet, a.withStamp(ops...)...)
 	if err != nil {
 		return err
 	}
-	if !resp.Succeeded {
-		resp, err := a.b.cli.Txn(ctx).Then(a.withStamp(clientv3.OpGet(a.e.key), clientv3.OpGet(a.dir, oldestKey...))...).Commit()
-		if err != nil {
-			return rpcError(ctx, "acquire", err)
+	if resp.Succeeded {
+		a.setToken(resp.Header.Revision)
+		for i := range a.keys {
+			if kvs := rangeKvs(resp, i); len(kvs) > 0 && !agrees(a.kind, string(kvs[0].Key)) {
+				return a.mismatchError()
+			}
 		}
-		return a.found(ctx, resp, now)
+	} else if err := a.adopt(ctx); err != nil {
+		return err
 	}
-	a.setToken(resp.Header.Revision)
-	kvs := resp.Responses[0].GetResponseRange().GetKvs()
-	if len(kvs) == 0 {
-		return a.holds(now, resp) // the queue was empty: we hold the key
+	a.holds(now, resp)
+	waited := false
+	for i, q := range a.keys {
+		pred := "" // a claim taken over looks up what is ahead of it first
+		if resp.Succeeded {
+			kvs := rangeKvs(resp, i)
+			if len(kvs) == 0 {
+				continue // held there since the enqueue
+			}
+			pred = string(kvs[0].Key)
+		}
+		waited = true
+		if err := a.waitAt(ctx, q, pred, resp.Header.Revision); err != nil {
+			return err
+		}
 	}
-	if !agrees(a.kind, string(kvs[0].Key)) {
-		return a.mismatchError()
+	if waited && n > 1 && a.req.Stamp == nil {
+		// With stamps, stampAll's Txn compares the claim's identity at
+		// every key and makes this check.
+		return a.confirmAll(ctx)
 	}
-	return a.waitInQueue(ctx, a.q(), string(kvs[0].Key), resp.Header.Revision)
+	return nil
 }
 
-// whenFree is the path of requests that take no place in the queue: create
-// the claim only if the queue is empty, in one Txn. With Wait false that is
-// the whole story; with Fair false, Acquire otherwise watches the newest
-// claim of the queue and tries again once it is gone.
+// whenFree is the path of requests that take no place in the queue, of
+// every kind but counted: one Txn creates the claim at every key only if
+// a claim made now would hold every key at once (freeOf). With Wait false
+// that is the whole story; with Fair false, Acquire otherwise waits for
+// the first claim that blocks it to go and tries again.
 //
-// A non-queued request can only win when no fair request is queued, so
+// A non-queued request can only win when no fair request blocks it, so
 // queued requests always go first and both kinds exclude each other (the
-// claim it creates is the head of the same queue). It trades fairness for
-// not being in anyone's way: it can starve under a steady stream of fair
-// requests, and when the queue empties every non-queued waiter of the key
-// wakes and races (the losers go back to watching the winner's claim).
+// claim it creates heads the same queues). It trades fairness for not
+// being in anyone's way: it can starve under a steady stream of fair
+// requests, and when a key frees every non-queued waiter of it wakes and
+// races (the losers go back to waiting).
+//
+// When its compares fail the Txn reads what blocks it and its own name at
+// every key, in its Else branch unless the Txn would then exceed
+// maxTxnBytes (long keys and a large value): it is then sent without
+// them, and they follow in a Txn of their own. A claim found under our
+// name is a stray, removed before trying again (adopt.go).
 func (a *acquisition) whenFree(ctx context.Context) error {
 	for {
 		now := time.Now()
-		empty := clientv3.Compare(clientv3.CreateRevision(a.dir), "=", 0).WithPrefix()
+		rec := a.record(now, backend.Timestamp{})
+		var free []clientv3.Cmp
+		var puts, reads []clientv3.Op
+		for _, q := range a.keys {
+			free = append(free, freeOf(a.kind, q.dir))
+			if a.kind.Shared {
+				// Our own name is outside the range freeOf covers.
+				free = append(free, absent(q.key))
+			}
+			puts = append(puts, a.putAt(q.key, rec))
+			reads = append(reads, aheadOf(a.kind, q.dir, 0))
+		}
+		for _, q := range a.keys {
+			reads = append(reads, clientv3.OpGet(q.key, clientv3.WithKeysOnly()))
+		}
+		txn := a.b.cli.Txn(ctx).If(free...).Then(a.withStamp(puts...)...)
+		inline := txnBytes(free, puts, reads) <= maxTxnBytes
+		if inline {
+			txn = txn.Else(reads...)
+		}
 		a.mayExist = true
-		resp, err := a.b.cli.Txn(ctx).If(empty).
-			Then(a.withStamp(a.put(now))...).
-			Else(a.withStamp(clientv3.OpGet(a.e.key), clientv3.OpGet(a.dir, oldestKey...), clientv3.OpGet(a.dir, newestKey...))...).
-			Commit()
+		resp, err := txn.Commit()
 		if err != nil {
 			return rpcError(ctx, "acquire", err)
 		}
@@ -239,31 +262,43 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 			a.setToken(resp.Header.Revision)
 			return a.holds(now, resp)
 		}
-		if len(rangeKvs(resp, 0)) > 0 {
-			return a.found(ctx, resp, now) // a claim exists under our name (see enqueue)
+		if !inline {
+			if resp, err = a.b.cli.Txn(ctx).Then(reads...).Commit(); err != nil {
+				return rpcError(ctx, "acquire", err)
+			}
+		}
+		if a.strayFound(resp, len(a.keys)) {
+			if err := a.removeStray(ctx); err != nil {
+				return err
+			}
+			continue
 		}
 		a.mayExist = false
-		newest := rangeKvs(resp, 2)
-		if len(newest) > 0 && !agrees(a.kind, string(newest[0].Key)) {
-			return a.mismatchError()
+		blocker := ""
+		for i := range a.keys {
+			kvs := rangeKvs(resp, i)
+			if len(kvs) == 0 {
+				continue
+			}
+			if !agrees(a.kind, string(kvs[0].Key)) {
+				return a.mismatchError()
+			}
+			if blocker == "" {
+				blocker = string(kvs[0].Key)
+			}
 		}
-		if !a.req.Wait {
+		switch {
+		case blocker == "" && inline:
+			return a.inconsistent() // the compares saw a claim that the reads did not
+		case !a.req.Wait:
 			return a.lockedError()
+		case blocker == "":
+			continue // the blockers went between the Txn and the reads
 		}
-		if len(newest) == 0 {
-			// The compare saw a claim that the read in the same Txn did
-			// not: etcd broke its own atomicity. Looping would spin.
-			return a.inconsistent()
-		}
-		if err := a.waitDeleted(ctx, string(newest[0].Key), resp.Header.Revision+1); err != nil {
+		if err := a.waitDeleted(ctx, blocker, resp.Header.Revision+1); err != nil {
 			return err
 		}
 	}
-}
-
-// put creates the claim, bound to the request's lease.
-func (a *acquisition) put(now time.Time) clientv3.Op {
-	return a.putAt(a.e.key, a.record(now, backend.Timestamp{}))
 }
 
 // putAt creates the claim's key key with value v, bound to the lease.
@@ -287,14 +322,6 @@ func (a *acquisition) record(now time.Time, st backend.Timestamp) string {
 	return encodeClaim(r)
 }
 
-// queueKey is one key of a claim: its queue directory and the claim's etcd
-// key in it.
-type queueKey struct{ dir, key string }
-
-// q is the queue key of a single-key claim, or of a multi-key claim's
-// first key.
-func (a *acquisition) q() queueKey { return queueKey{a.dir, a.e.key} }
-
 // withStamp appends a read of the stamp record when the request stamps; it
 // is always the Txn's last operation (see keepStamp).
 func (a *acquisition) withStamp(ops ...clientv3.Op) []clientv3.Op {
@@ -312,9 +339,9 @@ func (a *acquisition) holds(now time.Time, resp *clientv3.TxnResponse) error {
 	return nil
 }
 
-// absent holds while no claim is under the claim's name at req.Key.
-func (a *acquisition) absent() clientv3.Cmp {
-	return clientv3.Compare(clientv3.CreateRevision(a.e.key), "=", 0)
+// absent holds while no claim is under the etcd key key.
+func absent(key string) clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
 }
 
 // create sends the Txn that enqueues the claim: if notYet holds (its name
@@ -340,15 +367,6 @@ func (a *acquisition) keepStamp(resp *clientv3.TxnResponse) {
 func (a *acquisition) setToken(token int64) {
 	a.token = token
 	a.b.reg.setToken(a.e, token)
-}
-
-// recordedAt returns the acquired-at stored in a claim value, or def if the
-// value cannot be read.
-func recordedAt(v []byte, def time.Time) time.Time {
-	if r, err := decodeClaim(v); err == nil && !r.AcquiredAt.IsZero() {
-		return r.AcquiredAt
-	}
-	return def
 }
 
 // rangeKvs returns what the i-th read of resp found.

@@ -44,18 +44,18 @@ import (
 // so that uncontended it is the whole acquisition.
 func (a *acquisition) enqueueCounted(ctx context.Context) error {
 	now := time.Now()
+	q := a.keys[0]
 	a.permit = 0
-	alone := a.put(now)
+	alone := a.putAt(q.key, a.record(now, backend.Timestamp{}))
 	a.permit = backend.NoPermit
-	queued := a.put(now)
-	solo := clientv3.OpTxn([]clientv3.Cmp{noClaim(a.dir)}, []clientv3.Op{alone}, []clientv3.Op{queued})
-	ahead := clientv3.OpGet(a.dir, newestKey...)
-	resp, err := a.create(ctx, []clientv3.Cmp{a.absent()}, a.withStamp(ahead, solo)...)
+	queued := a.putAt(q.key, a.record(now, backend.Timestamp{}))
+	solo := clientv3.OpTxn([]clientv3.Cmp{freeOf(a.kind, q.dir)}, []clientv3.Op{alone}, []clientv3.Op{queued})
+	resp, err := a.create(ctx, []clientv3.Cmp{absent(q.key)}, a.withStamp(aheadOf(a.kind, q.dir, 0), solo)...)
 	if err != nil {
 		return err
 	}
 	if !resp.Succeeded {
-		if err := a.adoptExisting(ctx); err != nil {
+		if err := a.adopt(ctx); err != nil {
 			return err
 		}
 		return a.waitCounted(ctx)
@@ -79,7 +79,7 @@ func (a *acquisition) enqueueCounted(ctx context.Context) error {
 func (a *acquisition) waitCounted(ctx context.Context) error {
 	a.b.reg.waiting(a.e)
 	n := a.kind.Permits
-	older := clientv3.OpGet(a.dir, clientv3.WithPrefix(),
+	older := clientv3.OpGet(a.keys[0].dir, clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
 		clientv3.WithLimit(int64(n+1)), clientv3.WithMaxCreateRev(a.token-1))
 	own := []clientv3.Cmp{incarnation(a.e.key, a.token)}
@@ -173,19 +173,20 @@ func (a *acquisition) countedNext(kvs []*mvccpb.KeyValue) (permit int, watch []s
 // permit, on condition that no claim was created meanwhile (claims only
 // join at the newest end, so the queue is then a subset of what was read).
 func (a *acquisition) whenFreeCounted(ctx context.Context) error {
-	notYet := a.absent()
+	q := a.keys[0]
 	reads := []clientv3.Op{
-		clientv3.OpGet(a.e.key), // with its lease, for adopt
-		clientv3.OpGet(a.dir, clientv3.WithPrefix(),
+		clientv3.OpGet(q.dir, clientv3.WithPrefix(),
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(a.kind.Permits))),
+		clientv3.OpGet(q.key, clientv3.WithKeysOnly()),
 	}
-	cond := []clientv3.Cmp{noClaim(a.dir)}
+	free := []clientv3.Cmp{freeOf(a.kind, q.dir)}
+	cond := free
 	a.permit = 0
 	races := 0
 	for {
 		now := time.Now()
 		a.mayExist = true
-		resp, err := a.b.cli.Txn(ctx).If(cond...).Then(a.withStamp(a.put(now))...).Else(reads...).Commit()
+		resp, err := a.b.cli.Txn(ctx).If(cond...).Then(a.withStamp(a.putAt(q.key, a.record(now, backend.Timestamp{})))...).Else(reads...).Commit()
 		if err != nil {
 			return rpcError(ctx, "acquire", err)
 		}
@@ -193,18 +194,15 @@ func (a *acquisition) whenFreeCounted(ctx context.Context) error {
 			a.setToken(resp.Header.Revision)
 			return a.holds(now, resp)
 		}
-		if own := rangeKvs(resp, 0); len(own) > 0 {
-			if err := a.adopt(ctx, own[0]); err != nil {
+		if a.strayFound(resp, 1) {
+			if err := a.removeStray(ctx); err != nil {
 				return err
 			}
-			if !a.req.Wait {
-				return a.lockedError()
-			}
-			a.permit = backend.NoPermit
-			return a.waitCounted(ctx)
+			cond, a.permit = free, 0
+			continue
 		}
 		a.mayExist = false
-		kvs := rangeKvs(resp, 1)
+		kvs := rangeKvs(resp, 0)
 		if len(kvs) > 0 && !agrees(a.kind, string(kvs[0].Key)) {
 			return a.mismatchError()
 		}
@@ -222,7 +220,7 @@ func (a *acquisition) whenFreeCounted(ctx context.Context) error {
 			if len(kvs) > 0 {
 				newest = kvs[0].CreateRevision
 			}
-			cond = []clientv3.Cmp{notYet, clientv3.Compare(clientv3.CreateRevision(a.dir), "<", newest+1).WithPrefix()}
+			cond = []clientv3.Cmp{absent(q.key), clientv3.Compare(clientv3.CreateRevision(q.dir), "<", newest+1).WithPrefix()}
 			continue
 		}
 		if !a.req.Wait {
@@ -231,6 +229,6 @@ func (a *acquisition) whenFreeCounted(ctx context.Context) error {
 		if err := a.waitAny(ctx, watch, resp.Header.Revision+1, puts); err != nil {
 			return err
 		}
-		cond, a.permit = []clientv3.Cmp{noClaim(a.dir)}, 0
+		cond, a.permit = free, 0
 	}
 }

@@ -33,14 +33,15 @@
 //
 // # Protocol
 //
-// The files read in this order: acquire.go (enqueue, and the paths that do
-// not queue, for exclusive claims), wait.go (waiting in the queue),
-// found.go (a claim found under our name), request.go, kind.go (claim
-// kinds and their names), shared.go, counted.go and multikey.go (the other
-// kinds), stamp.go, release.go (release, and the cleanup of a
-// failed Acquire), value.go (SetValue), inspect.go, registry.go (claim
-// names and loss), watch.go, watchstream.go, watchcheck.go and watchrange.go
-// (the watches, all on one stream), observe.go, lease.go.
+// The files read in this order: acquire.go (one acquisition over a claim's
+// key set: enqueue, and the paths that do not queue), kind.go (the kinds
+// as a table, and their names), wait.go (waiting in the queue), adopt.go
+// (a claim found under our name), counted.go (the counted kind's permit),
+// multikey.go (what a claim on several keys adds), stamp.go, release.go
+// (release, and the cleanup of a failed Acquire), value.go (SetValue),
+// inspect.go, registry.go (claim names and loss), watch.go,
+// watchstream.go, watchcheck.go and watchrange.go (the watches, all on
+// one stream), observe.go, lease.go.
 //
 // A key's claims form a queue ordered by create revision, and each claim's
 // create revision is its fencing token. Create revisions are etcd's
@@ -73,7 +74,7 @@
 //
 // The other kinds, each detailed in its file:
 //
-//   - Shared (shared.go): the enqueue Txn reads only the newest
+//   - Shared (kind.go, wait.go): the enqueue Txn reads only the newest
 //     non-shared claim (one round trip uncontended, or behind readers
 //     only); a waiting reader watches only the nearest older non-shared
 //     claim, so a writer's release wakes every reader up to the next

@@ -52,41 +52,53 @@ func kindOfName(name string) backend.Kind {
 	return exclusive
 }
 
-// Key ranges of a queue directory dir (which ends in '/').
-func nonSharedEnd(dir string) string   { return dir + "g" }
-func nonSharedStart(dir string) string { return dir + "0" }
+// The kinds as a table. What a claim of kind k looks at in a queue
+// directory dir is the key range of the claims that can block it: every
+// claim for an exclusive or counted claim, only the non-shared ones for a
+// shared claim, so that a reader never waits for a reader. The three
+// functions below are the reads and compares every path builds from it.
 
-// olderNonShared reads the newest claim of dir's non-shared range created
-// before revision token (keys only); with token 0, the newest of all.
-func olderNonShared(dir string, token int64) clientv3.Op {
+// blockers returns the key range [start, end) of dir holding the claims
+// that block a claim of kind k.
+func blockers(k backend.Kind, dir string) (start, end string) {
+	if k.Shared {
+		return dir + "0", dir + "g"
+	}
+	return dir, clientv3.GetPrefixRangeEnd(dir)
+}
+
+// aheadOf reads (keys only) the newest claim of dir that blocks a claim of
+// kind k and was created before revision token, or with token 0 the
+// newest of all: the claim that a claim of kind k waits for.
+func aheadOf(k backend.Kind, dir string, token int64) clientv3.Op {
+	start, end := blockers(k, dir)
 	opts := []clientv3.OpOption{
-		clientv3.WithRange(nonSharedEnd(dir)),
+		clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(1),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
-		clientv3.WithLimit(1), clientv3.WithKeysOnly(),
 	}
 	if token > 0 {
 		opts = append(opts, clientv3.WithMaxCreateRev(token-1))
 	}
-	return clientv3.OpGet(nonSharedStart(dir), opts...)
+	return clientv3.OpGet(start, opts...)
 }
 
-// olderClaim reads the newest claim of dir, of any kind, created before
-// revision token (keys only): the claim just ahead of the claim created at
-// token.
-func olderClaim(dir string, token int64) clientv3.Op {
-	return clientv3.OpGet(dir, append(newestKey[:len(newestKey):len(newestKey)], clientv3.WithMaxCreateRev(token-1))...)
+// freeOf holds while no claim of dir blocks a claim of kind k. (A compare
+// over an empty range compares against a zero KeyValue, whose create
+// revision is 0; every claim's is above.)
+func freeOf(k backend.Kind, dir string) clientv3.Cmp {
+	start, end := blockers(k, dir)
+	return clientv3.Compare(clientv3.CreateRevision(start), "=", 0).WithRange(end)
 }
 
-// noNonShared holds while dir has no non-shared claim. (A compare over an
-// empty range compares against a zero KeyValue, whose create revision is
-// 0; every claim's is above.)
-func noNonShared(dir string) clientv3.Cmp {
-	return clientv3.Compare(clientv3.CreateRevision(nonSharedStart(dir)), "=", 0).WithRange(nonSharedEnd(dir))
-}
-
-// noClaim holds while dir has no claim at all.
-func noClaim(dir string) clientv3.Cmp {
-	return clientv3.Compare(clientv3.CreateRevision(dir), "=", 0).WithPrefix()
+// firstOf holds while every claim of dir that would block a claim of kind k
+// was created at revision token or later, and the range is not empty: the
+// claim created at token is admitted at dir. The range of an exclusive or
+// counted claim holds the claim itself, so it is never empty; a shared
+// claim's can be, which a compare cannot test (see freeOf), so a shared
+// waiter tests that case apart (see waitAt).
+func firstOf(k backend.Kind, dir string, token int64) clientv3.Cmp {
+	start, end := blockers(k, dir)
+	return clientv3.Compare(clientv3.CreateRevision(start), ">", token-1).WithRange(end)
 }
 
 // agrees reports whether a claim of kind k may queue behind the claim

@@ -41,23 +41,27 @@ type anyWait struct {
 func (p *anyWait) keyDeleted(rev int64)  { p.once.Do(func() { p.predWait.keyDeleted(rev) }) }
 func (p *anyWait) watchFailed(err error) { p.once.Do(func() { p.predWait.watchFailed(err) }) }
 
-// waitInQueue waits until an exclusive claim is the oldest of its queue at
-// q (one key of a multi-key claim). pred is the claim just ahead as read
-// at revision rev ("" to look it up first). The claim ahead may be of any
-// kind: an exclusive claim waits for every claim ahead to go.
+// waitAt waits until the claim is admitted at q, one of its keys, for
+// every kind but counted (counted.go). pred is the claim ahead that blocks
+// it, as read at revision rev ("" to look it up first): the newest older
+// claim for an exclusive claim, which waits for every claim ahead to go;
+// the newest older non-shared claim for a shared one (kind.go).
 //
-// Each round watches only pred's delete - a release wakes just the next
-// waiter - and then runs one Txn that, if our claim still exists (a waiter
-// whose claim vanished must not go on to hold the key) and no older claim
-// is left, stamps our claim with the acquired-at time and reads the
-// previous stamp; otherwise it returns our claim and the nearest older
-// claim, which may be one that was queued before pred.
+// Each round watches only pred's delete - a release wakes just the claims
+// directly behind it: the next writer, or the readers up to the next
+// writer - and then runs one Txn that, if our claim still exists (a
+// waiter whose claim vanished must not go on to hold the key) and nothing
+// older blocks it (firstOf), rewrites our record with the acquired-at
+// time and reads the previous stamp; otherwise it returns our claim and
+// the nearest older claim that blocks it, which may be one queued before
+// pred. A shared claim's range can be empty, which the compare reads as
+// blocked: a nested Txn in the Else branch admits it then.
 //
 // While etcd cannot be reached the wait goes on (see send).
-func (a *acquisition) waitInQueue(ctx context.Context, q queueKey, pred string, rev int64) error {
+func (a *acquisition) waitAt(ctx context.Context, q queueKey, pred string, rev int64) error {
 	a.b.reg.waiting(a.e)
-	// True iff every claim of the queue was created at or after ours.
-	first := clientv3.Compare(clientv3.CreateRevision(q.dir), ">", a.token-1).WithPrefix()
+	own := incarnation(q.key, a.token)
+	first := firstOf(a.kind, q.dir, a.token)
 	for {
 		if pred != "" {
 			if err := a.waitDeleted(ctx, pred, rev+1); err != nil {
@@ -67,9 +71,12 @@ func (a *acquisition) waitInQueue(ctx context.Context, q queueKey, pred string, 
 		var now time.Time
 		resp, err := a.send(ctx, func(txn clientv3.Txn) clientv3.Txn {
 			now = time.Now()
-			return txn.If(incarnation(q.key, a.token), first).
-				Then(a.withStamp(rewrite(q.key, a.record(now, backend.Timestamp{})))...).
-				Else(clientv3.OpGet(q.key), olderClaim(q.dir, a.token))
+			put := rewrite(q.key, a.record(now, backend.Timestamp{}))
+			els := []clientv3.Op{clientv3.OpGet(q.key, clientv3.WithKeysOnly()), aheadOf(a.kind, q.dir, a.token)}
+			if a.kind.Shared {
+				els = a.withStamp(append(els, clientv3.OpTxn([]clientv3.Cmp{own, freeOf(a.kind, q.dir)}, []clientv3.Op{put}, nil))...)
+			}
+			return txn.If(own, first).Then(a.withStamp(put)...).Else(els...)
 		})
 		if err != nil {
 			return err
@@ -77,15 +84,18 @@ func (a *acquisition) waitInQueue(ctx context.Context, q queueKey, pred string, 
 		if resp.Succeeded {
 			return a.holds(now, resp)
 		}
-		own := rangeKvs(resp, 0)
-		if len(own) == 0 || own[0].CreateRevision != a.token {
+		if o := rangeKvs(resp, 0); len(o) == 0 || o[0].CreateRevision != a.token {
 			return a.lostError()
 		}
-		kvs := rangeKvs(resp, 1)
-		if len(kvs) == 0 {
+		older := rangeKvs(resp, 1)
+		switch {
+		case len(older) > 0:
+			pred, rev = string(older[0].Key), resp.Header.Revision
+		case a.kind.Shared && resp.Responses[2].GetResponseTxn().GetSucceeded():
+			return a.holds(now, resp)
+		default:
 			return a.inconsistent() // the compare saw an older claim, the read did not
 		}
-		pred, rev = string(kvs[0].Key), resp.Header.Revision
 	}
 }
 
@@ -117,7 +127,7 @@ func (a *acquisition) waitDeleted(ctx context.Context, key string, from int64) e
 // (watchrange.go).
 func (a *acquisition) waitOlder(ctx context.Context, n int, from int64) error {
 	p := &predWait{done: make(chan struct{})}
-	w := newOlderWatch(a.dir, a.token, n, from, p)
+	w := newOlderWatch(a.keys[0].dir, a.token, n, from, p)
 	m := a.b.reg.mux
 	m.start(w)
 	defer m.stop(w)
