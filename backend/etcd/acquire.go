@@ -95,7 +95,7 @@ type acquisition struct {
 	e        *entry
 	keys     []queueKey  // the claim at each of its keys, req.Key's first
 	one      [1]queueKey // keys' array for a single-key claim
-	stampKey string      // "" unless a single-key request stamps (multi-key: see stampAll)
+	stampKey string      // "" unless a single-key request stamps (see stamp)
 	value    []byte      // the Backend's copy of req.Value
 	permit   int         // the permit held; backend.NoPermit while a counted claim has none
 
@@ -127,14 +127,10 @@ func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 		return backend.Claim{}, err
 	}
 	var st backend.Timestamp
-	switch {
-	case a.req.Stamp != nil && len(a.keys) > 1:
-		st, err = a.stampAll(ctx)
-	case a.req.Stamp != nil:
-		st, err = a.stamp(ctx)
-	}
-	if err != nil {
-		return backend.Claim{}, err
+	if a.req.Stamp != nil {
+		if st, err = a.stamp(ctx); err != nil {
+			return backend.Claim{}, err
+		}
 	}
 	return backend.Claim{
 		Key:        a.req.Key,
@@ -205,7 +201,7 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 		}
 	}
 	if waited && n > 1 && a.req.Stamp == nil {
-		// With stamps, stampAll's Txn compares the claim's identity at
+		// With stamps, stamp's Txn compares the claim's identity at
 		// every key and makes this check.
 		return a.confirmAll(ctx)
 	}

@@ -2,11 +2,8 @@ package etcd
 
 import (
 	"context"
-	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/ash-lock/ashlock/backend"
 )
 
 // Multi-key claims (AcquireRequest.Keys). One Txn creates the claim, under
@@ -29,8 +26,8 @@ import (
 //	confirm:  If(identity per key), after waiting, unless stamps (whose Txn compares the same)
 //	release:  Then(Delete per key), or Then(Txn If(identity) Then(Delete) per key)
 //	stamps:   Then(Get stamp per key); then If(identity, stamp unchanged per key)
-//	          Then(Put stamp, Put record per key), and after it failed
-//	          Then(Get stamp, Get claim per key)
+//	          Then(Put stamp, Put record per key) Else(Get stamp, Get claim per key),
+//	          or those reads in a Txn of their own after it failed (see maxTxnBytes)
 //	SetValue: If(identity per key) Then(Put record per key)
 //
 // so that uncontended a multi-key claim takes one round trip to make
@@ -61,85 +58,6 @@ func (a *acquisition) confirmAll(ctx context.Context) error {
 	}
 	_, err := a.guarded(ctx, cmps, func() []clientv3.Op { return nil })
 	return err
-}
-
-// stampAll stamps a multi-key acquisition: one Txn reads every key's stamp
-// record, Stamp is called with the highest, and one Txn guarded by the
-// claim's identity at every key records the new stamp at every key where
-// it is higher (see stamp: the records only ever rise).
-func (a *acquisition) stampAll(ctx context.Context) (backend.Timestamp, error) {
-	keys := a.e.keys
-	stampKeys := make([]string, len(keys))
-	reads := make([]clientv3.Op, len(keys), 2*len(keys))
-	for i, k := range a.req.Keys {
-		stampKeys[i] = a.b.layout.stamp(k)
-		reads[i] = clientv3.OpGet(stampKeys[i])
-	}
-	resp, err := a.b.cli.Txn(ctx).Then(reads...).Commit()
-	if err != nil {
-		return backend.Timestamp{}, rpcError(ctx, "acquire (stamp)", err)
-	}
-	var prev backend.Timestamp
-	for i := range keys {
-		if kvs := rangeKvs(resp, i); len(kvs) > 0 {
-			p, err := decodeStamp(kvs[0].Value)
-			if err != nil {
-				return backend.Timestamp{}, fmt.Errorf("etcd acquire %q: stamp record: %w", a.req.Keys[i], err)
-			}
-			if prev.Less(p) {
-				prev = p
-			}
-		}
-	}
-	st, err := a.req.Stamp(prev)
-	if err != nil {
-		return backend.Timestamp{}, err
-	}
-	revs, raise := make([]int64, len(keys)), make([]bool, len(keys))
-	for i := range keys {
-		if revs[i], raise[i], err = higher(rangeKvs(resp, i), st); err != nil {
-			return backend.Timestamp{}, fmt.Errorf("etcd acquire %q: stamp record: %w", a.req.Keys[i], err)
-		}
-	}
-	rec := a.record(a.acquiredAt, st)
-	for _, k := range keys {
-		reads = append(reads, clientv3.OpGet(k, clientv3.WithKeysOnly()))
-	}
-	for {
-		cmps := make([]clientv3.Cmp, 0, 2*len(keys))
-		writes := make([]clientv3.Op, 0, 2*len(keys))
-		for i, k := range keys {
-			cmps = append(cmps, incarnation(k, a.token))
-			writes = append(writes, rewrite(k, rec))
-			if raise[i] {
-				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(stampKeys[i]), "=", revs[i]))
-				writes = append(writes, clientv3.OpPut(stampKeys[i], encodeStamp(st)))
-			}
-		}
-		// No Else branch: with the longest keys and the largest value the
-		// Txn would not fit with the reads (see maxTxnBytes), and they are
-		// needed only when a shared holder recorded its stamp meanwhile.
-		resp, err := a.b.cli.Txn(ctx).If(cmps...).Then(writes...).Commit()
-		if err != nil {
-			return backend.Timestamp{}, rpcError(ctx, "acquire (stamp)", err)
-		}
-		if resp.Succeeded {
-			return st, nil
-		}
-		if resp, err = a.b.cli.Txn(ctx).Then(reads...).Commit(); err != nil {
-			return backend.Timestamp{}, rpcError(ctx, "acquire (stamp)", err)
-		}
-		for i := range keys {
-			if own := rangeKvs(resp, len(keys)+i); len(own) == 0 || own[0].CreateRevision != a.token {
-				return backend.Timestamp{}, a.lostError()
-			}
-		}
-		for i := range keys {
-			if revs[i], raise[i], err = higher(rangeKvs(resp, i), st); err != nil {
-				return backend.Timestamp{}, fmt.Errorf("etcd acquire %q: stamp record: %w", a.req.Keys[i], err)
-			}
-		}
-	}
 }
 
 // maxTxnBytes bounds the size of a multi-key Txn that carries reads besides
