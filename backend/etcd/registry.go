@@ -85,25 +85,43 @@ type entry struct {
 	lease  backend.LeaseID
 	owner  string // the request's owner label, for SetValue's record
 	onLost backend.LossListener
-	lost   chan struct{} // closed when the claim is known to be gone
+	lost   chan struct{} // closed on the move to state lost, for waiters to select on
 
 	// Guarded by registry.mu.
-	token   int64       // create revision; 0 until known
-	timer   *time.Timer // starts the watch; nil until the claim waits or is handed out
-	watch   *keyWatch
-	more    []*keyWatch // the watches of keys[1:], made with watch
-	holding bool        // Acquire has handed the claim out
-	ended   bool        // released or abandoned: its loss is no longer reported
-	// keep: a request under the name whose outcome is unknown (a create or
-	// delete that failed without an answer) may still be applied, later
-	// than requests sent after it: a late delete by name would remove
-	// whatever claim has the name then. So the name stays taken until the
-	// lease ends (forgetLease), not just until the claim is gone.
-	keep bool
-	// strays: the watches of a kept name's keys for a claim its create,
-	// applied late, makes there (see Backend.watchStray), by key.
-	strays map[string]*keyWatch
+	state  claimState
+	token  int64       // create revision; 0 until known
+	timer  *time.Timer // starts the watch; nil until the claim waits or is handed out
+	watch  *keyWatch
+	more   []*keyWatch          // the watches of keys[1:], made with watch
+	strays map[string]*keyWatch // a kept name's watches for strays (Backend.watchStray), by key
 }
+
+// claimState is where an entry is in its life. Each move is made under
+// registry.mu, by the method named:
+//
+//	acquiring --promote--> held
+//	acquiring, held --keyDeleted--> lost
+//	acquiring, held, lost --end--> ended
+//	ended --keepName--> kept
+//	ended --forget--> unregistered; kept: unregistered with its lease (forgetLease)
+//
+// A single-key claim's name is free again as soon as it is lost, since the
+// claim is gone from etcd; every other name stays taken, so that no two
+// acquisitions of this Backend ever share one, until forget.
+type claimState uint8
+
+const (
+	acquiring claimState = iota // Acquire runs: a loss ends its wait
+	held                        // handed out by Acquire: a loss calls OnLost
+	lost                        // known gone from etcd (at one key at least)
+	ended                       // released, or its Acquire failed: no loss is reported any more
+	// kept: ended, and a request under the name whose outcome is unknown
+	// (a create or delete that failed without an answer) may still be
+	// applied, later than requests sent after it: a late delete by name
+	// would remove whatever claim has the name then. So the name stays
+	// taken until the lease ends, not just until the claim is gone.
+	kept
+)
 
 func newRegistry(m *mux, abandon func(e *entry, token int64)) *registry {
 	return &registry{mux: m, holdDelay: holdDelay, waitDelay: waitDelay, abandon: abandon, entries: make(map[string]*entry)}
@@ -158,16 +176,6 @@ next:
 	}
 }
 
-// isLost reports whether e's claim is known to be gone.
-func (e *entry) isLost() bool {
-	select {
-	case <-e.lost:
-		return true
-	default:
-		return false
-	}
-}
-
 // setToken records the claim's create revision, from which its watch
 // looks for its delete. Called once per entry, by its Acquire, before
 // waiting or promote.
@@ -192,10 +200,10 @@ func (r *registry) waiting(e *entry) {
 func (r *registry) promote(e *entry) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e.isLost() {
+	if e.state != acquiring {
 		return false
 	}
-	e.holding = true
+	e.state = held
 	r.armLocked(e, r.holdDelay)
 	return true
 }
@@ -219,7 +227,7 @@ func (r *registry) armLocked(e *entry, d time.Duration) {
 // comes first, and no watch starts, or finds the watch and stops it.
 func (r *registry) mature(e *entry) {
 	r.mu.Lock()
-	if e.ended || e.watch != nil {
+	if e.state >= lost || e.watch != nil {
 		r.mu.Unlock()
 		return
 	}
@@ -256,12 +264,12 @@ func (r *registry) mature(e *entry) {
 // stays the claim's until forget.
 func (r *registry) end(e *entry) bool {
 	r.mu.Lock()
-	e.ended = true
+	live := e.state != lost
+	e.state = max(e.state, ended)
 	if e.timer != nil {
 		e.timer.Stop()
 	}
 	w, more := e.watch, e.more
-	live := !e.isLost()
 	r.mu.Unlock()
 	if w != nil {
 		r.mux.stop(w)
@@ -277,7 +285,7 @@ func (r *registry) end(e *entry) bool {
 func (r *registry) forget(e *entry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !e.keep {
+	if e.state != kept {
 		r.unregisterLocked(e)
 		return
 	}
@@ -286,12 +294,12 @@ func (r *registry) forget(e *entry) {
 	e.onLost = nil
 }
 
-// keepName has e's name stay taken until its lease ends, even once its
-// claim is gone (see entry.keep).
+// keepName has e, which has ended, keep its name until its lease ends,
+// even once its claim is gone (see kept).
 func (r *registry) keepName(e *entry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e.keep = true
+	e.state = kept
 }
 
 // unregisterLocked removes e's keys from the registry. r.mu held.
@@ -314,7 +322,7 @@ func (r *registry) unregisterLocked(e *entry) {
 func (r *registry) held(key string, token int64) *entry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e := r.entries[key]; e != nil && e.holding && e.token == token {
+	if e := r.entries[key]; e != nil && e.state == held && e.token == token {
 		return e
 	}
 	return nil
@@ -328,7 +336,7 @@ func (r *registry) forgetLease(id backend.LeaseID) {
 	r.mu.Lock()
 	var stop []*keyWatch
 	for _, e := range r.entries {
-		if e.lease == id && e.ended {
+		if e.lease == id && e.state >= ended {
 			r.unregisterLocked(e) // deleting during range is allowed
 			for _, w := range e.strays {
 				stop = append(stop, w)
@@ -377,20 +385,22 @@ func (r *registry) keepWatch(e *entry, w *keyWatch) {
 func (e *entry) keyDeleted(rev int64) {
 	r := e.reg
 	r.mu.Lock()
-	if e.ended || e.isLost() {
+	was := e.state
+	if was != acquiring && was != held {
 		r.mu.Unlock()
 		return
 	}
+	e.state = lost
 	close(e.lost)
 	if e.keys == nil {
 		r.unregisterLocked(e)
 	}
 	w, more := e.watch, e.more
 	onLost := e.onLost
-	if !e.holding {
+	if was != held {
 		onLost = nil
 	}
-	abandon, token := e.keys != nil && e.holding, e.token
+	abandon, token := e.keys != nil && was == held, e.token
 	r.mu.Unlock()
 	if onLost != nil {
 		onLost.ClaimLost(fmt.Errorf("%w: claim %s no longer exists in etcd (gone at revision %d)",
