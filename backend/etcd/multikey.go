@@ -6,13 +6,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Multi-key claims (AcquireRequest.Keys). One Txn creates the claim, under
-// the same name, in every key's queue, so all its keys get one create
-// revision: the token. The claim holds once it holds at every key, and it
-// waits at one key at a time; that cannot deadlock, since at every key a
-// claim only ever waits for claims with a lower token, whatever the order
-// in which requests list their keys. A claim that waited checks at the end
-// that it still exists at every key (see confirmAll).
+// Multi-key claims (AcquireRequest.Keys) take the paths of every claim
+// (acquire.go, and the package documentation); this file holds what only
+// they need: the check after waiting that the claim still exists at every
+// key (confirmAll), and the bounds that keep their requests within etcd's
+// limits.
 //
 // etcd limits the longest of a Txn's lists (compares, success ops, failure
 // ops) to --max-txn-ops, 128 by default, and a nested Txn's to what the

@@ -9,45 +9,22 @@ import (
 )
 
 // registry knows the claims this Backend is acquiring, holding or still
-// removing, by etcd key. It names new claims, and watches each claim for
-// its loss.
-//
-// Names. A claim is named after its lease (claimName), so a key taken again
-// and again under one lease reuses one name, as etcd's own Mutex does with
-// its session-named key: etcd keeps a deleted key in its index until
-// compaction, and every read of a queue directory walks the dead keys in
-// it, so fresh names would slow every later Acquire of a busy key. An entry
-// stays registered, and its name taken, until its claim is known to be gone
-// from etcd: a delete of it succeeded (Release, or the cleanup of a failed
-// Acquire), its watch saw it deleted (at every key, for a multi-key claim:
-// see keyDeleted), or its lease ended; after a request under the name
-// whose outcome is unknown, until the lease ends (keepName), and a name
-// kept for a create is watched meanwhile for a claim that create makes
-// late, which is deleted (Backend.watchStray). So no two
-// acquisitions of this Backend ever share a name, and the cleanup of a
-// failed Acquire can delete its claim by name alone even when the reply to
-// the Txn that created it was lost. Identity stays name plus create
-// revision: a later claim under a name has a higher create revision, so a
-// late Release aimed at an earlier one never matches it.
+// removing, by etcd key: it names new claims, keeps each name taken for as
+// long as the package documentation's "Claim names" says, and watches each
+// claim for its loss as its "Watches" says. Each claim's entry moves
+// through the states of claimState.
 //
 // Loss. A claim is watched for the first delete of its key at or after
 // T+1, where T is its create revision; the first such delete is this
 // claim's, since a later claim under the name needs this one gone first.
-// The watch starts once the claim has been held for holdDelay: most locks
-// are released sooner, and such a claim never costs a watch (a create, and
-// a cancel at the release). A claim waiting in the queue is watched only
-// once it has waited for waitDelay: its wait ends with a Txn that checks
-// the claim still exists, so its watch serves only to end early a wait
-// whose claim was deleted, and a handoff to a waiter that waited less
-// costs no watch either. A watch that starts late is created at etcd's
-// current revision, and a read of the key settles the deletes since the
-// claim's creation (watchcheck.go), so a loss in the claim's first moments
-// is reported when the watch starts, at most holdDelay and a round trip
-// after it happened. That delete, or a read finding the claim gone, closes
-// lost (a waiting Acquire stops) and, once the claim has been handed out,
-// calls OnLost. Release and a failed Acquire end the entry, stopping its
-// timer and watch, before they delete the claim, so their own delete is
-// never reported.
+// The watch starts once the claim has been held for holdDelay, or has
+// waited in the queue for waitDelay; a watch that starts late is created
+// at etcd's current revision, and a read of the key settles the deletes
+// since the claim's creation (watchcheck.go). That delete, or a read
+// finding the claim gone, moves the entry to lost: a waiting Acquire
+// stops, and a claim handed out has OnLost called. Release and a failed
+// Acquire end the entry, stopping its timer and watch, before they delete
+// the claim, so their own delete is never reported.
 type registry struct {
 	mux                  *mux
 	holdDelay, waitDelay time.Duration // the constants, but in tests
