@@ -114,12 +114,10 @@ func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 	var err error
 	queued := a.req.Wait && a.req.Fair
 	switch {
-	case a.kind.Counted() && queued:
-		err = a.enqueueCounted(ctx)
-	case a.kind.Counted():
-		err = a.whenFreeCounted(ctx)
 	case queued:
 		err = a.enqueue(ctx)
+	case a.kind.Counted():
+		err = a.whenFreeCounted(ctx)
 	default:
 		err = a.whenFree(ctx)
 	}
@@ -147,16 +145,17 @@ func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 	}, nil
 }
 
-// enqueue is the fair path of every kind but counted (counted.go). One Txn
-// creates the claim at every key, if its name is absent at all of them,
-// and reads at each the newest claim that blocks it there (kind.go): Ops
-// of a Txn run in order, so the reads see the queues before our puts.
-// Where a read finds nothing the claim holds at once; uncontended, that
-// Txn is the whole acquisition. The claim then waits at the other keys,
-// one at a time (waitAt); a multi-key claim that waited checks at the end
-// that it still exists at every key (confirmAll). That cannot deadlock:
-// at every key a claim only waits for claims with a lower token, whatever
-// the order in which requests list their keys.
+// enqueue is the fair path. One Txn creates the claim at every key, if its
+// name is absent at all of them, and reads at each the newest claim that
+// blocks it there (kind.go): Ops of a Txn run in order, so the reads see
+// the queues before our puts. Where a read finds nothing the claim holds
+// at once; uncontended, that Txn is the whole acquisition (a counted
+// claim's put is a nested Txn that records permit 0 when the queue was
+// empty). The claim then waits at the other keys, one at a time (waitAt;
+// a counted claim, waitCounted); a multi-key claim that waited checks at
+// the end that it still exists at every key (confirmAll). That cannot
+// deadlock: at every key a claim only waits for claims with a lower token,
+// whatever the order in which requests list their keys.
 //
 // A claim found under our name instead is taken over (adopt.go).
 func (a *acquisition) enqueue(ctx context.Context) error {
@@ -170,12 +169,23 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 		ops[i] = aheadOf(a.kind, q.dir, 0)
 		ops[n+i] = a.putAt(q.key, rec)
 	}
+	if a.kind.Counted() { // one key
+		a.permit = 0
+		alone := a.putAt(a.keys[0].key, a.record(now, backend.Timestamp{}))
+		a.permit = backend.NoPermit
+		queued := ops[1]
+		ops[1] = clientv3.OpTxn([]clientv3.Cmp{freeOf(a.kind, a.keys[0].dir)}, []clientv3.Op{alone}, []clientv3.Op{queued})
+	}
 	resp, err := a.create(ctx, notYet, a.withStamp(ops...)...)
 	if err != nil {
 		return err
 	}
 	if resp.Succeeded {
 		a.setToken(resp.Header.Revision)
+		if a.kind.Counted() && resp.Responses[1].GetResponseTxn().GetSucceeded() {
+			a.permit = 0
+			return a.holds(now, resp)
+		}
 		for i := range a.keys {
 			if kvs := rangeKvs(resp, i); len(kvs) > 0 && !agrees(a.kind, string(kvs[0].Key)) {
 				return a.mismatchError()
@@ -183,6 +193,9 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 		}
 	} else if err := a.adopt(ctx); err != nil {
 		return err
+	}
+	if a.kind.Counted() {
+		return a.waitCounted(ctx)
 	}
 	a.holds(now, resp)
 	waited := false

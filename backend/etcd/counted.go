@@ -13,15 +13,15 @@ import (
 )
 
 // Counted claims (n > 1 permits). A counted claim holds once fewer than n
-// claims are older than it. Its permit is the lowest one that no older
-// claim has recorded, and it picks it only once every older claim has
-// recorded its own: the older claims are all holders by then, so they
+// claims are older than it (backend.Admits) and it has recorded its permit:
+// the lowest one that no older claim has recorded, which it picks only
+// once every older claim has recorded its own (backend.PermitFor): the older claims are all holders by then, so they
 // pick first, in token order. That keeps the permits of the holders
 // distinct without a lock, and makes the tokens issued for each permit
 // increase (a newer claim never picks before an older one).
 //
-// Waiting costs a constant number of requests per admission, however many
-// claims wait:
+// Waiting (backend.WaitFor) costs a constant number of requests per
+// admission, however many claims wait:
 //
 //   - a waiter with more than n older claims watches only its immediate
 //     predecessor, for its delete and for the rewrite that records the
@@ -34,42 +34,9 @@ import (
 //     which wakes the next waiter.
 //
 // So a release wakes only the first waiter, and its admission only the
-// next one. A counted claim also waits for the delete of any older claim
-// of another kind (which can only be there through the race described at
-// agrees), so that the kinds never hold at once.
-
-// enqueueCounted is the fair path of a counted claim: one Txn creates the
-// claim if it does not exist yet and reads the newest claim ahead (keys
-// only); a nested Txn records permit 0 at once when the queue was empty,
-// so that uncontended it is the whole acquisition.
-func (a *acquisition) enqueueCounted(ctx context.Context) error {
-	now := time.Now()
-	q := a.keys[0]
-	a.permit = 0
-	alone := a.putAt(q.key, a.record(now, backend.Timestamp{}))
-	a.permit = backend.NoPermit
-	queued := a.putAt(q.key, a.record(now, backend.Timestamp{}))
-	solo := clientv3.OpTxn([]clientv3.Cmp{freeOf(a.kind, q.dir)}, []clientv3.Op{alone}, []clientv3.Op{queued})
-	resp, err := a.create(ctx, []clientv3.Cmp{absent(q.key)}, a.withStamp(aheadOf(a.kind, q.dir, 0), solo)...)
-	if err != nil {
-		return err
-	}
-	if !resp.Succeeded {
-		if err := a.adopt(ctx); err != nil {
-			return err
-		}
-		return a.waitCounted(ctx)
-	}
-	a.setToken(resp.Header.Revision)
-	if resp.Responses[1].GetResponseTxn().GetSucceeded() {
-		a.permit = 0
-		return a.holds(now, resp)
-	}
-	if kvs := rangeKvs(resp, 0); len(kvs) > 0 && !agrees(a.kind, string(kvs[0].Key)) {
-		return a.mismatchError()
-	}
-	return a.waitCounted(ctx)
-}
+// next one. While any older claim is of another kind (which can only be
+// there through the race described at agrees), a counted claim waits for
+// the delete of the claim just ahead, so that the kinds never hold at once.
 
 // waitCounted waits until the claim may hold a permit, then records it.
 // Each round reads, in a Txn guarded by our incarnation, up to n+1 of the
