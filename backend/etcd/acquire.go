@@ -81,7 +81,7 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 		// Clean up before returning unless that could keep the caller
 		// long past its deadline: etcd just failed to answer in time.
 		now := ctx.Err() == nil || !errors.Is(err, backend.ErrUnavailable)
-		b.discard(ctx, a.e, a.token, now)
+		b.discard(ctx, a.e, a.e.token, now)
 		return backend.Claim{}, err
 	}
 	return c, nil
@@ -99,8 +99,7 @@ type acquisition struct {
 	value    []byte      // the Backend's copy of req.Value
 	permit   int         // the permit held; backend.NoPermit while a counted claim has none
 
-	mayExist   bool  // the claim may exist in etcd: remove it on failure
-	token      int64 // create revision of the claim, once known
+	mayExist   bool // the claim may exist in etcd: remove it on failure
 	acquiredAt time.Time
 	prevStamp  []byte // stamp record read when the claim became holder; nil if none
 	stampRev   int64  // its mod revision; 0 if none
@@ -135,7 +134,7 @@ func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 		Keys:       a.req.Keys,
 		ID:         a.e.key[len(a.keys[0].dir):],
 		Lease:      a.req.Lease,
-		Token:      uint64(a.token),
+		Token:      uint64(a.e.token),
 		AcquiredAt: a.acquiredAt,
 		Stamp:      st,
 		Shared:     a.kind.Shared,
@@ -373,10 +372,7 @@ func (a *acquisition) keepStamp(resp *clientv3.TxnResponse) {
 }
 
 // setToken records the claim's create revision.
-func (a *acquisition) setToken(token int64) {
-	a.token = token
-	a.b.reg.setToken(a.e, token)
-}
+func (a *acquisition) setToken(token int64) { a.b.reg.setToken(a.e, token) }
 
 // rangeKvs returns what the i-th read of resp found.
 func rangeKvs(resp *clientv3.TxnResponse, i int) []*mvccpb.KeyValue {

@@ -65,7 +65,7 @@ func (a *acquisition) adopt(ctx context.Context) error {
 func (a *acquisition) agreesAhead(ctx context.Context) error {
 	ops := make([]clientv3.Op, len(a.keys))
 	for i, q := range a.keys {
-		ops[i] = aheadOf(a.kind, q.dir, a.token)
+		ops[i] = aheadOf(a.kind, q.dir, a.e.token)
 	}
 	resp, err := a.b.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {

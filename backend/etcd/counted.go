@@ -48,8 +48,8 @@ func (a *acquisition) waitCounted(ctx context.Context) error {
 	n := a.kind.Permits
 	older := clientv3.OpGet(a.keys[0].dir, clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
-		clientv3.WithLimit(int64(n+1)), clientv3.WithMaxCreateRev(a.token-1))
-	own := []clientv3.Cmp{incarnation(a.e.key, a.token)}
+		clientv3.WithLimit(int64(n+1)), clientv3.WithMaxCreateRev(a.e.token-1))
+	own := []clientv3.Cmp{incarnation(a.e.key, a.e.token)}
 	for {
 		resp, err := a.guarded(ctx, own, func() []clientv3.Op { return []clientv3.Op{older} })
 		if err != nil {
@@ -82,7 +82,7 @@ func (a *acquisition) waitCounted(ctx context.Context) error {
 func (a *acquisition) recordPermit(ctx context.Context, p int) error {
 	a.permit = p
 	var now time.Time
-	resp, err := a.guarded(ctx, []clientv3.Cmp{incarnation(a.e.key, a.token)}, func() []clientv3.Op {
+	resp, err := a.guarded(ctx, []clientv3.Cmp{incarnation(a.e.key, a.e.token)}, func() []clientv3.Op {
 		now = time.Now()
 		return a.withStamp(rewrite(a.e.key, a.record(now, backend.Timestamp{})))
 	})

@@ -52,7 +52,7 @@ import (
 func (a *acquisition) confirmAll(ctx context.Context) error {
 	cmps := make([]clientv3.Cmp, len(a.keys))
 	for i, q := range a.keys {
-		cmps[i] = incarnation(q.key, a.token)
+		cmps[i] = incarnation(q.key, a.e.token)
 	}
 	_, err := a.guarded(ctx, cmps, func() []clientv3.Op { return nil })
 	return err

@@ -66,7 +66,7 @@ type entry struct {
 
 	// Guarded by registry.mu.
 	state  claimState
-	token  int64       // create revision; 0 until known
+	token  int64       // create revision; 0 until known; written by its Acquire alone
 	timer  *time.Timer // starts the watch; nil until the claim waits or is handed out
 	watch  *keyWatch
 	more   []*keyWatch          // the watches of keys[1:], made with watch
@@ -155,7 +155,8 @@ next:
 
 // setToken records the claim's create revision, from which its watch
 // looks for its delete. Called once per entry, by its Acquire, before
-// waiting or promote.
+// waiting or promote; the Acquire reads e.token without the lock, since
+// no one else writes it.
 func (r *registry) setToken(e *entry, token int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

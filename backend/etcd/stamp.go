@@ -72,7 +72,7 @@ func (a *acquisition) stamp(ctx context.Context) (backend.Timestamp, error) {
 		cmps := make([]clientv3.Cmp, 0, 2*n)
 		writes := make([]clientv3.Op, 0, 2*n)
 		for i, q := range a.keys {
-			cmps = append(cmps, incarnation(q.key, a.token))
+			cmps = append(cmps, incarnation(q.key, a.e.token))
 			writes = append(writes, rewrite(q.key, rec))
 			rev, raise, err := higher(recs[i], st)
 			if err != nil {
@@ -101,7 +101,7 @@ func (a *acquisition) stamp(ctx context.Context) (backend.Timestamp, error) {
 			}
 		}
 		for i := range a.keys {
-			if own := rangeKvs(resp, n+i); len(own) == 0 || own[0].CreateRevision != a.token {
+			if own := rangeKvs(resp, n+i); len(own) == 0 || own[0].CreateRevision != a.e.token {
 				return backend.Timestamp{}, a.lostError()
 			}
 			recs[i] = rangeKvs(resp, i)

@@ -13,34 +13,6 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// waitAny blocks until one of watches fires (see waitDeleted): a counted
-// request that does not queue waits for any of the holders to go. With
-// puts, each watch also fires when its key is rewritten.
-func (a *acquisition) waitAny(ctx context.Context, keys []string, from int64, puts bool) error {
-	p := &anyWait{predWait: predWait{done: make(chan struct{})}}
-	ws := make([]*keyWatch, len(keys))
-	m := a.b.reg.mux
-	for i, k := range keys {
-		ws[i] = &keyWatch{key: k, from: from, now: true, target: p, puts: puts}
-		m.start(ws[i])
-	}
-	defer func() {
-		for _, w := range ws {
-			m.stop(w)
-		}
-	}()
-	return a.waitOn(ctx, &p.predWait)
-}
-
-// anyWait is the target of several watches; the first call wins.
-type anyWait struct {
-	once sync.Once
-	predWait
-}
-
-func (p *anyWait) keyDeleted(rev int64)  { p.once.Do(func() { p.predWait.keyDeleted(rev) }) }
-func (p *anyWait) watchFailed(err error) { p.once.Do(func() { p.predWait.watchFailed(err) }) }
-
 // waitAt waits until the claim is admitted at q, one of its keys, for
 // every kind but counted (counted.go). pred is the claim ahead that blocks
 // it, as read at revision rev ("" to look it up first): the newest older
@@ -60,8 +32,8 @@ func (p *anyWait) watchFailed(err error) { p.once.Do(func() { p.predWait.watchFa
 // While etcd cannot be reached the wait goes on (see send).
 func (a *acquisition) waitAt(ctx context.Context, q queueKey, pred string, rev int64) error {
 	a.b.reg.waiting(a.e)
-	own := incarnation(q.key, a.token)
-	first := firstOf(a.kind, q.dir, a.token)
+	own := incarnation(q.key, a.e.token)
+	first := firstOf(a.kind, q.dir, a.e.token)
 	for {
 		if pred != "" {
 			if err := a.waitDeleted(ctx, pred, rev+1); err != nil {
@@ -72,7 +44,7 @@ func (a *acquisition) waitAt(ctx context.Context, q queueKey, pred string, rev i
 		resp, err := a.send(ctx, func(txn clientv3.Txn) clientv3.Txn {
 			now = time.Now()
 			put := rewrite(q.key, a.record(now, backend.Timestamp{}))
-			els := []clientv3.Op{clientv3.OpGet(q.key, clientv3.WithKeysOnly()), aheadOf(a.kind, q.dir, a.token)}
+			els := []clientv3.Op{clientv3.OpGet(q.key, clientv3.WithKeysOnly()), aheadOf(a.kind, q.dir, a.e.token)}
 			if a.kind.Shared {
 				els = a.withStamp(append(els, clientv3.OpTxn([]clientv3.Cmp{own, freeOf(a.kind, q.dir)}, []clientv3.Op{put}, nil))...)
 			}
@@ -84,7 +56,7 @@ func (a *acquisition) waitAt(ctx context.Context, q queueKey, pred string, rev i
 		if resp.Succeeded {
 			return a.holds(now, resp)
 		}
-		if o := rangeKvs(resp, 0); len(o) == 0 || o[0].CreateRevision != a.token {
+		if o := rangeKvs(resp, 0); len(o) == 0 || o[0].CreateRevision != a.e.token {
 			return a.lostError()
 		}
 		older := rangeKvs(resp, 1)
@@ -106,19 +78,26 @@ func (a *acquisition) waitAt(ctx context.Context, q queueKey, pred string, rev i
 // etcd serves it at once; the mux settles the deletes between from and that
 // revision with a read (watchcheck.go).
 //
-// A nil return is only a hint: both callers re-read the queue with a Txn
+// A nil return is only a hint: every caller re-reads the queue with a Txn
 // after it, so an early return costs a round trip, never exclusion. It
 // returns the loss of our own claim (ErrLeaseExpired) as soon as its watch
 // reports it, ctx's end, ErrClosed, or ErrUnavailable if etcd refused the
 // watch. A stream that breaks meanwhile is reopened by the mux and the wait
 // goes on.
 func (a *acquisition) waitDeleted(ctx context.Context, key string, from int64) error {
+	return a.waitAny(ctx, []string{key}, from, false)
+}
+
+// waitAny is waitDeleted for any one of keys: a counted request waits for
+// any of the holders to go. With puts, each watch also fires when its key
+// is rewritten (a counted waiter's predecessor recording its permit).
+func (a *acquisition) waitAny(ctx context.Context, keys []string, from int64, puts bool) error {
 	p := &predWait{done: make(chan struct{})}
-	w := &keyWatch{key: key, from: from, now: true, target: p}
-	m := a.b.reg.mux
-	m.start(w)
-	defer m.stop(w) // after a delete it is a no-op
-	return a.waitOn(ctx, p)
+	ws := make([]*keyWatch, len(keys))
+	for i, k := range keys {
+		ws[i] = &keyWatch{key: k, from: from, now: true, target: p, puts: puts}
+	}
+	return a.waitFor(ctx, p, ws...)
 }
 
 // waitOlder blocks until one of the n claims older than ours is deleted
@@ -127,15 +106,21 @@ func (a *acquisition) waitDeleted(ctx context.Context, key string, from int64) e
 // (watchrange.go).
 func (a *acquisition) waitOlder(ctx context.Context, n int, from int64) error {
 	p := &predWait{done: make(chan struct{})}
-	w := newOlderWatch(a.keys[0].dir, a.token, n, from, p)
-	m := a.b.reg.mux
-	m.start(w)
-	defer m.stop(w)
-	return a.waitOn(ctx, p)
+	return a.waitFor(ctx, p, newOlderWatch(a.keys[0].dir, a.e.token, n, from, p))
 }
 
-// waitOn waits for p's watch (see waitDeleted).
-func (a *acquisition) waitOn(ctx context.Context, p *predWait) error {
+// waitFor starts ws, watches that report to p, waits for the first of
+// them to fire (see waitDeleted), and stops them all.
+func (a *acquisition) waitFor(ctx context.Context, p *predWait, ws ...*keyWatch) error {
+	m := a.b.reg.mux
+	for _, w := range ws {
+		m.start(w)
+	}
+	defer func() {
+		for _, w := range ws {
+			m.stop(w) // after a delete it is a no-op
+		}
+	}()
 	select {
 	case <-p.done:
 		if p.err != nil {
@@ -151,15 +136,16 @@ func (a *acquisition) waitOn(ctx context.Context, p *predWait) error {
 	}
 }
 
-// predWait is the target of the watch a waiter keeps on the claim it waits
-// behind. The mux makes at most one of its two calls.
+// predWait is the target of the watches a waiter keeps on the claims it
+// waits behind; the first call it hears wins.
 type predWait struct {
+	once sync.Once
 	done chan struct{} // closed by keyDeleted or watchFailed
 	err  error         // written before done is closed: why the watch failed
 }
 
-func (p *predWait) keyDeleted(int64)      { close(p.done) }
-func (p *predWait) watchFailed(err error) { p.err = err; close(p.done) }
+func (p *predWait) keyDeleted(int64)      { p.once.Do(func() { close(p.done) }) }
+func (p *predWait) watchFailed(err error) { p.once.Do(func() { p.err = err; close(p.done) }) }
 
 // guarded sends (see send) a Txn whose compares own are the claim's
 // identity and whose operations ops returns (called for each try); it
