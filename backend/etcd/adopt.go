@@ -95,7 +95,7 @@ func (a *acquisition) strayFound(resp *clientv3.TxnResponse, n int) bool {
 // name is lent to this acquisition alone, so the delete removes no one's
 // claim (see deleteClaim).
 func (a *acquisition) removeStray(ctx context.Context) error {
-	if _, err := a.b.deleteEntry(ctx, a.e, 0); err != nil {
+	if _, err := a.b.deleteClaim(ctx, a.e.allKeys(), 0); err != nil {
 		return rpcError(ctx, "acquire", err)
 	}
 	return nil

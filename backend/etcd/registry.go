@@ -280,15 +280,17 @@ func (r *registry) keepName(e *entry) {
 	e.state = kept
 }
 
+// allKeys returns the claim's etcd keys, one per key it holds.
+func (e *entry) allKeys() []string {
+	if e.keys == nil {
+		return []string{e.key}
+	}
+	return e.keys
+}
+
 // unregisterLocked removes e's keys from the registry. r.mu held.
 func (r *registry) unregisterLocked(e *entry) {
-	if e.keys == nil {
-		if r.entries[e.key] == e {
-			delete(r.entries, e.key)
-		}
-		return
-	}
-	for _, k := range e.keys {
+	for _, k := range e.allKeys() {
 		if r.entries[k] == e {
 			delete(r.entries, k)
 		}
