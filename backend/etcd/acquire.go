@@ -13,79 +13,59 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// Options of the reads of a queue directory: only the claims' keys and
-// revisions are used, never their values. An OpOption keeps no state, so
-// one slice of each serves every read (a caller that adds an option
-// appends to a full-capacity slice, which copies).
-var (
-	newestKey = append(clientv3.WithLastCreate(), clientv3.WithKeysOnly())
-	oldestKey = append(clientv3.WithFirstCreate(), clientv3.WithKeysOnly())
-)
-
 // Acquire creates a claim on req.Key (on every key of req.Keys), bound to
-// lease req.Lease, and returns it once it holds the key. The claim is named
-// after its lease and kind (see the package documentation); Claim.ID is
-// that name, and req.ID is not used. What follows is the exclusive path;
-// shared.go, counted.go and multikey.go describe the other kinds, which
-// follow the same pattern.
+// lease req.Lease, and returns it once it holds every key. The claim is
+// named after its lease and kind (see the package documentation);
+// Claim.ID is that name, and req.ID is not used. The protocol is told in
+// the package documentation: uncontended, a fair Acquire, a TryAcquire
+// and a Release are one round trip each, whatever the kind and number of
+// keys; stamps cost one more.
 //
-//   - Fair waiting requests (Wait and Fair) join the key's queue in one
-//     Txn. Uncontended, that Txn already makes the claim the holder: one
-//     round trip. Otherwise Acquire watches only the delete of the claim
-//     just ahead and, after it, checks in one Txn that its own claim still
-//     exists and has nothing ahead of it.
-//   - Requests that do not queue (Wait false, or Fair false) create their
-//     claim only in a Txn that finds the queue empty. With Wait false that
-//     is a single round trip that leaves nothing behind when the key is
-//     held (ErrLocked). With Fair false Acquire watches the newest claim of
-//     the queue until the queue is empty.
-//   - With req.Stamp set, the previous holder's stamp is read in the Txn
-//     that makes the claim the holder and the new stamp is written in one
-//     more Txn, guarded by the claim's identity: one extra round trip.
-//
-// Acquire blocks until the claim holds the key, ctx ends, the claim
-// vanishes (its lease ended or it was deleted: ErrLeaseExpired), etcd
-// fails (ErrUnavailable) or the Backend is closed (ErrClosed). When it
-// fails after its claim may have been created - even if etcd's reply was
-// lost - it deletes the claim with a bounded context of its own, not ctx,
-// which may have ended (see discard). Safe for concurrent use.
+// Acquire blocks until the claim holds, ctx ends, the claim vanishes (its
+// lease ended or it was deleted: ErrLeaseExpired), etcd fails
+// (ErrUnavailable) or the Backend is closed (ErrClosed). When it fails
+// after its claim may have been created - even if etcd's reply was lost -
+// it deletes the claim with a bounded context of its own, not ctx, which
+// may have ended (see discard). Safe for concurrent use.
 func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (backend.Claim, error) {
 	if err := b.closed("acquire"); err != nil {
 		return backend.Claim{}, err
 	}
+	// A Backend used directly, without the root package's checks, must
+	// not store a claim its peers cannot read.
+	if err := backend.CheckRequest(&req); err != nil {
+		return backend.Claim{}, fmt.Errorf("etcd acquire %q: %w", req.Key, err)
+	}
 	switch {
-	case req.Key == "":
-		return backend.Claim{}, errors.New("etcd acquire: empty key")
 	case req.Lease == 0:
 		// A claim without a lease would never expire.
 		return backend.Claim{}, fmt.Errorf("%w: etcd acquire: no lease", backend.ErrLeaseExpired)
 	case ctx.Err() != nil:
 		return backend.Claim{}, fmt.Errorf("etcd acquire: %w", backend.ContextError(ctx))
 	}
-	if err := checkRequest(&req); err != nil {
-		return backend.Claim{}, err
+	a := &acquisition{b: b, req: req, kind: backend.KindOf(&req)}
+	keys := req.AllKeys()
+	dirs := make([]string, len(keys))
+	for i, k := range keys {
+		dirs[i] = b.layout.dir(k)
 	}
-	a := &acquisition{b: b, req: req, kind: kindOf(&req), dir: b.layout.dir(req.Key)}
-	switch {
-	case len(req.Keys) > 1:
-		a.dirs = make([]string, len(req.Keys))
-		for i, k := range req.Keys {
-			a.dirs[i] = b.layout.dir(k)
-		}
-		a.e = b.reg.addClaim(a.dirs, a.kind, req.Lease, req.OnLost)
-	case a.kind == exclusive:
-		a.e = b.reg.add(a.dir, req.Lease, req.OnLost)
-	default:
-		a.e = b.reg.addClaim([]string{a.dir}, a.kind, req.Lease, req.OnLost)
-	}
+	a.e = b.reg.addClaim(dirs, a.kind, req.Lease, req.OnLost)
 	a.e.owner = req.Owner
-	if a.kind.counted() {
-		a.permit = noPermit // until it picks one
+	a.keys = a.one[:0]
+	for i, dir := range dirs {
+		q := queueKey{dir, a.e.key}
+		if a.e.keys != nil {
+			q.key = a.e.keys[i]
+		}
+		a.keys = append(a.keys, q)
+	}
+	if a.kind.Counted() {
+		a.permit = backend.NoPermit // until it picks one
 	}
 	if len(req.Value) > 0 {
 		a.value = bytes.Clone(req.Value) // the Backend's copy
 	}
-	if req.Stamp != nil && a.dirs == nil {
+	if req.Stamp != nil && len(keys) == 1 {
 		a.stampKey = b.layout.stamp(req.Key)
 	}
 	c, err := a.run(ctx)
@@ -101,7 +81,7 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 		// Clean up before returning unless that could keep the caller
 		// long past its deadline: etcd just failed to answer in time.
 		now := ctx.Err() == nil || !errors.Is(err, backend.ErrUnavailable)
-		b.discard(ctx, a.e, a.token, now)
+		b.discard(ctx, a.e, a.e.token, now)
 		return backend.Claim{}, err
 	}
 	return c, nil
@@ -111,39 +91,32 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 type acquisition struct {
 	b        *Backend
 	req      backend.AcquireRequest
-	kind     kind
-	e        *entry   // e.key is the claim's etcd key (at req.Key)
-	dir      string   // the queue directory of req.Key
-	dirs     []string // a multi-key request's queue directories, one per key; else nil
-	stampKey string   // "" unless a single-key request stamps (multi-key: see multistamp.go)
-	value    []byte   // the Backend's copy of req.Value
-	permit   int      // the permit held; noPermit while a counted claim has none
+	kind     backend.Kind
+	e        *entry
+	keys     []queueKey  // the claim at each of its keys, req.Key's first
+	one      [1]queueKey // keys' array for a single-key claim
+	stampKey string      // "" unless a single-key request stamps (see stamp)
+	value    []byte      // the Backend's copy of req.Value
+	permit   int         // the permit held; backend.NoPermit while a counted claim has none
 
-	mayExist   bool  // the claim may exist in etcd: remove it on failure
-	token      int64 // create revision of the claim, once known
+	mayExist   bool // the claim may exist in etcd: remove it on failure
 	acquiredAt time.Time
 	prevStamp  []byte // stamp record read when the claim became holder; nil if none
 	stampRev   int64  // its mod revision; 0 if none
 }
 
+// queueKey is one key of a claim: its queue directory and the claim's etcd
+// key in it.
+type queueKey struct{ dir, key string }
+
 func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 	var err error
 	queued := a.req.Wait && a.req.Fair
 	switch {
-	case a.dirs != nil && queued:
-		err = a.enqueueAll(ctx)
-	case a.dirs != nil:
-		err = a.whenAllFree(ctx)
-	case a.kind.shared && queued:
-		err = a.enqueueShared(ctx)
-	case a.kind.shared:
-		err = a.whenFreeShared(ctx)
-	case a.kind.counted() && queued:
-		err = a.enqueueCounted(ctx)
-	case a.kind.counted():
-		err = a.whenFreeCounted(ctx)
 	case queued:
 		err = a.enqueue(ctx)
+	case a.kind.Counted():
+		err = a.whenFreeCounted(ctx)
 	default:
 		err = a.whenFree(ctx)
 	}
@@ -151,87 +124,145 @@ func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 		return backend.Claim{}, err
 	}
 	var st backend.Timestamp
-	switch {
-	case a.req.Stamp != nil && a.dirs != nil:
-		st, err = a.stampAll(ctx)
-	case a.req.Stamp != nil:
-		st, err = a.stamp(ctx)
-	}
-	if err != nil {
-		return backend.Claim{}, err
+	if a.req.Stamp != nil {
+		if st, err = a.stamp(ctx); err != nil {
+			return backend.Claim{}, err
+		}
 	}
 	return backend.Claim{
 		Key:        a.req.Key,
 		Keys:       a.req.Keys,
-		ID:         a.e.key[len(a.dir):],
+		ID:         a.e.key[len(a.keys[0].dir):],
 		Lease:      a.req.Lease,
-		Token:      uint64(a.token),
+		Token:      uint64(a.e.token),
 		AcquiredAt: a.acquiredAt,
 		Stamp:      st,
-		Shared:     a.kind.shared,
-		Permits:    a.kind.n,
+		Shared:     a.kind.Shared,
+		Permits:    a.kind.Permits,
 		Permit:     max(a.permit, 0),
 		Value:      a.value,
 	}, nil
 }
 
-// enqueue is the fair path. One Txn: if the claim does not exist yet, read
-// the newest claim of the queue (the one just ahead of us), then create
-// ours. Uncontended, that is the whole acquisition.
+// enqueue is the fair path. One Txn creates the claim at every key, if its
+// name is absent at all of them, and reads at each the newest claim that
+// blocks it there (kind.go): Ops of a Txn run in order, so the reads see
+// the queues before our puts. Where a read finds nothing the claim holds
+// at once; uncontended, that Txn is the whole acquisition (a counted
+// claim's put is a nested Txn that records permit 0 when the queue was
+// empty). The claim then waits at the other keys, one at a time (waitAt;
+// a counted claim, waitCounted); a multi-key claim that waited checks at
+// the end that it still exists at every key (confirmAll). That cannot
+// deadlock: at every key a claim only waits for claims with a lower token,
+// whatever the order in which requests list their keys.
 //
-// The claim can only exist already if a write under our name was applied
-// by etcd after its sender stopped waiting for it: this Txn, resent after a
-// lost reply, or an earlier acquisition's Txn that arrived after that
-// acquisition's cleanup. Either way the claim is bound to our lease and
-// has no other owner, so it is taken over (see found); that is rare
-// enough to cost a second round trip rather than an Else branch in every
-// enqueue.
+// A claim found under our name instead is taken over (adopt.go).
 func (a *acquisition) enqueue(ctx context.Context) error {
 	now := time.Now()
-	// Ops of a Txn run in order: this Get sees the queue before our Put.
-	ahead := clientv3.OpGet(a.dir, newestKey...)
-	resp, err := a.create(ctx, []clientv3.Cmp{a.absent()}, a.withStamp(ahead, a.put(now))...)
+	n := len(a.keys)
+	notYet := make([]clientv3.Cmp, n)
+	ops := make([]clientv3.Op, 2*n, 2*n+1)
+	rec := a.record(now, backend.Timestamp{})
+	for i, q := range a.keys {
+		notYet[i] = absent(q.key)
+		ops[i] = aheadOf(a.kind, q.dir, 0)
+		ops[n+i] = a.putAt(q.key, rec)
+	}
+	if a.kind.Counted() { // one key
+		a.permit = 0
+		alone := a.putAt(a.keys[0].key, a.record(now, backend.Timestamp{}))
+		a.permit = backend.NoPermit
+		queued := ops[1]
+		ops[1] = clientv3.OpTxn([]clientv3.Cmp{freeOf(a.kind, a.keys[0].dir)}, []clientv3.Op{alone}, []clientv3.Op{queued})
+	}
+	resp, err := a.create(ctx, notYet, a.withStamp(ops...)...)
 	if err != nil {
 		return err
 	}
-	if !resp.Succeeded {
-		resp, err := a.b.cli.Txn(ctx).Then(a.withStamp(clientv3.OpGet(a.e.key), clientv3.OpGet(a.dir, oldestKey...))...).Commit()
-		if err != nil {
-			return rpcError(ctx, "acquire", err)
+	if resp.Succeeded {
+		a.setToken(resp.Header.Revision)
+		if a.kind.Counted() && resp.Responses[1].GetResponseTxn().GetSucceeded() {
+			a.permit = 0
+			return a.holds(now, resp)
 		}
-		return a.found(ctx, resp, now)
+		for i := range a.keys {
+			if kvs := rangeKvs(resp, i); len(kvs) > 0 && !agrees(a.kind, string(kvs[0].Key)) {
+				return a.mismatchError()
+			}
+		}
+	} else if err := a.adopt(ctx); err != nil {
+		return err
 	}
-	a.setToken(resp.Header.Revision)
-	kvs := resp.Responses[0].GetResponseRange().GetKvs()
-	if len(kvs) == 0 {
-		return a.holds(now, resp) // the queue was empty: we hold the key
+	if a.kind.Counted() {
+		return a.waitCounted(ctx)
 	}
-	if !a.kind.agrees(string(kvs[0].Key)) {
-		return a.mismatchError()
+	a.holds(now, resp)
+	waited := false
+	for i, q := range a.keys {
+		pred := "" // a claim taken over looks up what is ahead of it first
+		if resp.Succeeded {
+			kvs := rangeKvs(resp, i)
+			if len(kvs) == 0 {
+				continue // held there since the enqueue
+			}
+			pred = string(kvs[0].Key)
+		}
+		waited = true
+		if err := a.waitAt(ctx, q, pred, resp.Header.Revision); err != nil {
+			return err
+		}
 	}
-	return a.waitInQueue(ctx, a.q(), string(kvs[0].Key), resp.Header.Revision)
+	if waited && n > 1 && a.req.Stamp == nil {
+		// With stamps, stamp's Txn compares the claim's identity at
+		// every key and makes this check.
+		return a.confirmAll(ctx)
+	}
+	return nil
 }
 
-// whenFree is the path of requests that take no place in the queue: create
-// the claim only if the queue is empty, in one Txn. With Wait false that is
-// the whole story; with Fair false, Acquire otherwise watches the newest
-// claim of the queue and tries again once it is gone.
+// whenFree is the path of requests that take no place in the queue, of
+// every kind but counted: one Txn creates the claim at every key only if
+// a claim made now would hold every key at once (freeOf). With Wait false
+// that is the whole story; with Fair false, Acquire otherwise waits for
+// the first claim that blocks it to go and tries again.
 //
-// A non-queued request can only win when no fair request is queued, so
+// A non-queued request can only win when no fair request blocks it, so
 // queued requests always go first and both kinds exclude each other (the
-// claim it creates is the head of the same queue). It trades fairness for
-// not being in anyone's way: it can starve under a steady stream of fair
-// requests, and when the queue empties every non-queued waiter of the key
-// wakes and races (the losers go back to watching the winner's claim).
+// claim it creates heads the same queues). It trades fairness for not
+// being in anyone's way: it can starve under a steady stream of fair
+// requests, and when a key frees every non-queued waiter of it wakes and
+// races (the losers go back to waiting).
+//
+// When its compares fail the Txn reads what blocks it and its own name at
+// every key, in its Else branch unless the Txn would then exceed
+// maxTxnBytes (long keys and a large value): it is then sent without
+// them, and they follow in a Txn of their own. A claim found under our
+// name is a stray, removed before trying again (adopt.go).
 func (a *acquisition) whenFree(ctx context.Context) error {
 	for {
 		now := time.Now()
-		empty := clientv3.Compare(clientv3.CreateRevision(a.dir), "=", 0).WithPrefix()
+		rec := a.record(now, backend.Timestamp{})
+		var free []clientv3.Cmp
+		var puts, reads []clientv3.Op
+		for _, q := range a.keys {
+			free = append(free, freeOf(a.kind, q.dir))
+			if a.kind.Shared {
+				// Our own name is outside the range freeOf covers.
+				free = append(free, absent(q.key))
+			}
+			puts = append(puts, a.putAt(q.key, rec))
+			reads = append(reads, aheadOf(a.kind, q.dir, 0))
+		}
+		for _, q := range a.keys {
+			reads = append(reads, clientv3.OpGet(q.key, clientv3.WithKeysOnly()))
+		}
+		txn := a.b.cli.Txn(ctx).If(free...).Then(a.withStamp(puts...)...)
+		inline := txnBytes(free, puts, reads) <= maxTxnBytes
+		if inline {
+			txn = txn.Else(reads...)
+		}
 		a.mayExist = true
-		resp, err := a.b.cli.Txn(ctx).If(empty).
-			Then(a.withStamp(a.put(now))...).
-			Else(a.withStamp(clientv3.OpGet(a.e.key), clientv3.OpGet(a.dir, oldestKey...), clientv3.OpGet(a.dir, newestKey...))...).
-			Commit()
+		resp, err := txn.Commit()
 		if err != nil {
 			return rpcError(ctx, "acquire", err)
 		}
@@ -239,31 +270,43 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 			a.setToken(resp.Header.Revision)
 			return a.holds(now, resp)
 		}
-		if len(rangeKvs(resp, 0)) > 0 {
-			return a.found(ctx, resp, now) // a claim exists under our name (see enqueue)
+		if !inline {
+			if resp, err = a.b.cli.Txn(ctx).Then(reads...).Commit(); err != nil {
+				return rpcError(ctx, "acquire", err)
+			}
+		}
+		if a.strayFound(resp, len(a.keys)) {
+			if err := a.removeStray(ctx); err != nil {
+				return err
+			}
+			continue
 		}
 		a.mayExist = false
-		newest := rangeKvs(resp, 2)
-		if len(newest) > 0 && !a.kind.agrees(string(newest[0].Key)) {
-			return a.mismatchError()
+		blocker := ""
+		for i := range a.keys {
+			kvs := rangeKvs(resp, i)
+			if len(kvs) == 0 {
+				continue
+			}
+			if !agrees(a.kind, string(kvs[0].Key)) {
+				return a.mismatchError()
+			}
+			if blocker == "" {
+				blocker = string(kvs[0].Key)
+			}
 		}
-		if !a.req.Wait {
+		switch {
+		case blocker == "" && inline:
+			return a.inconsistent() // the compares saw a claim that the reads did not
+		case !a.req.Wait:
 			return a.lockedError()
+		case blocker == "":
+			continue // the blockers went between the Txn and the reads
 		}
-		if len(newest) == 0 {
-			// The compare saw a claim that the read in the same Txn did
-			// not: etcd broke its own atomicity. Looping would spin.
-			return a.inconsistent()
-		}
-		if err := a.waitDeleted(ctx, string(newest[0].Key), resp.Header.Revision+1); err != nil {
+		if err := a.waitDeleted(ctx, blocker, resp.Header.Revision+1); err != nil {
 			return err
 		}
 	}
-}
-
-// put creates the claim, bound to the request's lease.
-func (a *acquisition) put(now time.Time) clientv3.Op {
-	return a.putAt(a.e.key, a.record(now, backend.Timestamp{}))
 }
 
 // putAt creates the claim's key key with value v, bound to the lease.
@@ -282,18 +325,10 @@ func rewrite(key, v string) clientv3.Op {
 func (a *acquisition) record(now time.Time, st backend.Timestamp) string {
 	r := claimRecord{Owner: a.req.Owner, AcquiredAt: now, Stamp: st, Permit: a.permit, Value: a.value}
 	if a.kind != exclusive {
-		r.Shared, r.Permits = a.kind.shared, a.kind.n
+		r.Shared, r.Permits = a.kind.Shared, a.kind.Permits
 	}
 	return encodeClaim(r)
 }
-
-// queueKey is one key of a claim: its queue directory and the claim's etcd
-// key in it.
-type queueKey struct{ dir, key string }
-
-// q is the queue key of a single-key claim, or of a multi-key claim's
-// first key.
-func (a *acquisition) q() queueKey { return queueKey{a.dir, a.e.key} }
 
 // withStamp appends a read of the stamp record when the request stamps; it
 // is always the Txn's last operation (see keepStamp).
@@ -312,18 +347,18 @@ func (a *acquisition) holds(now time.Time, resp *clientv3.TxnResponse) error {
 	return nil
 }
 
-// absent holds while no claim is under the claim's name at req.Key.
-func (a *acquisition) absent() clientv3.Cmp {
-	return clientv3.Compare(clientv3.CreateRevision(a.e.key), "=", 0)
+// absent holds while no claim is under the etcd key key.
+func absent(key string) clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
 }
 
 // create sends the Txn that enqueues the claim: if notYet holds (its name
 // is absent), run ops. While etcd is merely out of reach it is sent again
-// (see retryAfter): tried again, the Txn finds the claim if a lost attempt
+// (see send): tried again, the Txn finds the claim if a lost attempt
 // made it, and the caller takes that claim over.
 func (a *acquisition) create(ctx context.Context, notYet []clientv3.Cmp, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
 	a.mayExist = true
-	return a.retried(ctx, notYet, func() []clientv3.Op { return ops })
+	return a.send(ctx, func(txn clientv3.Txn) clientv3.Txn { return txn.If(notYet...).Then(ops...) })
 }
 
 // keepStamp remembers the stamp record read by withStamp, if any.
@@ -337,19 +372,7 @@ func (a *acquisition) keepStamp(resp *clientv3.TxnResponse) {
 }
 
 // setToken records the claim's create revision.
-func (a *acquisition) setToken(token int64) {
-	a.token = token
-	a.b.reg.setToken(a.e, token)
-}
-
-// recordedAt returns the acquired-at stored in a claim value, or def if the
-// value cannot be read.
-func recordedAt(v []byte, def time.Time) time.Time {
-	if r, err := decodeClaim(v); err == nil && !r.AcquiredAt.IsZero() {
-		return r.AcquiredAt
-	}
-	return def
-}
+func (a *acquisition) setToken(token int64) { a.b.reg.setToken(a.e, token) }
 
 // rangeKvs returns what the i-th read of resp found.
 func rangeKvs(resp *clientv3.TxnResponse, i int) []*mvccpb.KeyValue {
@@ -365,7 +388,7 @@ func (a *acquisition) lostError() error {
 }
 
 func (a *acquisition) mismatchError() error {
-	return fmt.Errorf("etcd acquire %q (%d permits): %w", a.req.Key, a.kind.n, backend.ErrPermitMismatch)
+	return fmt.Errorf("etcd acquire %q (%d permits): %w", a.req.Key, a.kind.Permits, backend.ErrPermitMismatch)
 }
 
 func (a *acquisition) lockedError() error {

@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -12,15 +13,15 @@ import (
 )
 
 // Counted claims (n > 1 permits). A counted claim holds once fewer than n
-// claims are older than it. Its permit is the lowest one that no older
-// claim has recorded, and it picks it only once every older claim has
-// recorded its own: the older claims are all holders by then, so they
+// claims are older than it (backend.Admits) and it has recorded its permit:
+// the lowest one that no older claim has recorded, which it picks only
+// once every older claim has recorded its own (backend.PermitFor): the older claims are all holders by then, so they
 // pick first, in token order. That keeps the permits of the holders
 // distinct without a lock, and makes the tokens issued for each permit
 // increase (a newer claim never picks before an older one).
 //
-// Waiting costs a constant number of requests per admission, however many
-// claims wait:
+// Waiting (backend.WaitFor) costs a constant number of requests per
+// admission, however many claims wait:
 //
 //   - a waiter with more than n older claims watches only its immediate
 //     predecessor, for its delete and for the rewrite that records the
@@ -33,42 +34,9 @@ import (
 //     which wakes the next waiter.
 //
 // So a release wakes only the first waiter, and its admission only the
-// next one. A counted claim also waits for the delete of any older claim
-// of another kind (which can only be there through the race described at
-// mismatchRace), so that the kinds never hold at once.
-
-// enqueueCounted is the fair path of a counted claim: one Txn creates the
-// claim if it does not exist yet and reads the newest claim ahead (keys
-// only); a nested Txn records permit 0 at once when the queue was empty,
-// so that uncontended it is the whole acquisition.
-func (a *acquisition) enqueueCounted(ctx context.Context) error {
-	now := time.Now()
-	a.permit = 0
-	alone := a.put(now)
-	a.permit = noPermit
-	queued := a.put(now)
-	solo := clientv3.OpTxn([]clientv3.Cmp{noClaim(a.dir)}, []clientv3.Op{alone}, []clientv3.Op{queued})
-	ahead := clientv3.OpGet(a.dir, newestKey...)
-	resp, err := a.create(ctx, []clientv3.Cmp{a.absent()}, a.withStamp(ahead, solo)...)
-	if err != nil {
-		return err
-	}
-	if !resp.Succeeded {
-		if err := a.adoptExisting(ctx); err != nil {
-			return err
-		}
-		return a.waitCounted(ctx)
-	}
-	a.setToken(resp.Header.Revision)
-	if resp.Responses[1].GetResponseTxn().GetSucceeded() {
-		a.permit = 0
-		return a.holds(now, resp)
-	}
-	if kvs := rangeKvs(resp, 0); len(kvs) > 0 && !a.kind.agrees(string(kvs[0].Key)) {
-		return a.mismatchError()
-	}
-	return a.waitCounted(ctx)
-}
+// next one. While any older claim is of another kind (which can only be
+// there through the race described at agrees), a counted claim waits for
+// the delete of the claim just ahead, so that the kinds never hold at once.
 
 // waitCounted waits until the claim may hold a permit, then records it.
 // Each round reads, in a Txn guarded by our incarnation, up to n+1 of the
@@ -77,38 +45,30 @@ func (a *acquisition) enqueueCounted(ctx context.Context) error {
 // permit.
 func (a *acquisition) waitCounted(ctx context.Context) error {
 	a.b.reg.waiting(a.e)
-	n := a.kind.n
-	older := clientv3.OpGet(a.dir, clientv3.WithPrefix(),
+	n := a.kind.Permits
+	older := clientv3.OpGet(a.keys[0].dir, clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
-		clientv3.WithLimit(int64(n+1)), clientv3.WithMaxCreateRev(a.token-1))
-	own := []clientv3.Cmp{incarnation(a.e.key, a.token)}
+		clientv3.WithLimit(int64(n+1)), clientv3.WithMaxCreateRev(a.e.token-1))
+	own := []clientv3.Cmp{incarnation(a.e.key, a.e.token)}
 	for {
 		resp, err := a.guarded(ctx, own, func() []clientv3.Op { return []clientv3.Op{older} })
 		if err != nil {
 			return err
 		}
-		kvs, rev := rangeKvs(resp, 0), resp.Header.Revision
-		var watch []string
-		puts := false
+		rev := resp.Header.Revision
+		p, watch, puts, err := a.countedNext(rangeKvs(resp, 0))
 		switch {
-		case len(kvs) > n:
-			watch, puts = []string{string(kvs[0].Key)}, true
-		case len(kvs) == n:
-			if err := a.waitOlder(ctx, n, rev+1); err != nil {
-				return err
-			}
-			continue
+		case err != nil:
+			return err
+		case watch == nil:
+			return a.recordPermit(ctx, p)
+		case len(watch) > 1:
+			// The first waiter: any of the n holders.
+			err = a.waitOlder(ctx, n, rev+1)
 		default:
-			p, w, wp, err := a.permitFor(kvs)
-			if err != nil {
-				return err
-			}
-			if w == "" {
-				return a.recordPermit(ctx, p)
-			}
-			watch, puts = []string{w}, wp
+			err = a.waitAny(ctx, watch, rev+1, puts)
 		}
-		if err := a.waitAny(ctx, watch, rev+1, puts); err != nil {
+		if err != nil {
 			return err
 		}
 	}
@@ -122,7 +82,7 @@ func (a *acquisition) waitCounted(ctx context.Context) error {
 func (a *acquisition) recordPermit(ctx context.Context, p int) error {
 	a.permit = p
 	var now time.Time
-	resp, err := a.guarded(ctx, []clientv3.Cmp{incarnation(a.e.key, a.token)}, func() []clientv3.Op {
+	resp, err := a.guarded(ctx, []clientv3.Cmp{incarnation(a.e.key, a.e.token)}, func() []clientv3.Op {
 		now = time.Now()
 		return a.withStamp(rewrite(a.e.key, a.record(now, backend.Timestamp{})))
 	})
@@ -132,36 +92,44 @@ func (a *acquisition) recordPermit(ctx context.Context, p int) error {
 	return a.holds(now, resp)
 }
 
-// permitFor looks at the claims ahead of a counted claim, fewer than n of
-// them (all holders), and returns the permit to take: the lowest that none
-// of them recorded. If one of them has not recorded its permit yet it
-// returns that claim's key instead, to watch for its rewrite (puts); if
-// one is of another kind, its key, to watch for its delete.
-func (a *acquisition) permitFor(kvs []*mvccpb.KeyValue) (permit int, watch string, puts bool, err error) {
-	used := make([]bool, a.kind.n)
-	for _, kv := range kvs {
-		if kindOfName(string(kv.Key)) != a.kind {
-			return 0, string(kv.Key), false, nil
-		}
+// countedNext applies the queue rules of package backend to kvs, the
+// claims just older than a counted claim, newest first, with their records
+// (at most n+1 of them: a claim behind more waits like one behind n+1). If
+// the rule admits the claim, it returns the permit to take (watch nil), or
+// the older claim that has not recorded its own yet, whose rewrite (puts)
+// the claim must wait for. Otherwise it returns the claims whose departure
+// (and with puts, whose admission) the claim waits for. A claim of another
+// kind ahead, there only through the race described at agrees, keeps the
+// claim waiting until it goes.
+func (a *acquisition) countedNext(kvs []*mvccpb.KeyValue) (permit int, watch []string, puts bool, err error) {
+	i := len(kvs)
+	q, permits := make([]backend.Kind, i+1), make([]int, i)
+	for j, kv := range kvs {
 		r, err := decodeClaim(kv.Value)
 		if err != nil {
-			return 0, "", false, fmt.Errorf("%w: etcd acquire %q: claim %s: %w", backend.ErrUnavailable, a.req.Key, kv.Key, err)
+			return 0, nil, false, fmt.Errorf("%w: etcd acquire %q: claim %s: %w", backend.ErrUnavailable, a.req.Key, kv.Key, err)
 		}
-		if r.Permit == noPermit {
-			return 0, string(kv.Key), true, nil
-		}
-		if r.Permit < len(used) {
-			used[r.Permit] = true
+		q[i-1-j], permits[i-1-j] = kindOfName(string(kv.Key)), r.Permit
+	}
+	q[i] = a.kind
+	key := func(j int) string { return string(kvs[i-1-j].Key) }
+	if backend.FreePrefix(q) > i && !slices.ContainsFunc(q[:i], func(k backend.Kind) bool { return k != a.kind }) {
+		switch p, w := backend.PermitFor(permits, a.kind.Permits, i); {
+		case w >= 0:
+			return backend.NoPermit, []string{key(w)}, true, nil
+		case p == backend.NoPermit:
+			// n holders with distinct permits cannot all be older when
+			// fewer than n claims are: only a corrupted queue gets here.
+			return 0, nil, false, a.inconsistent()
+		default:
+			return p, nil, false, nil
 		}
 	}
-	for p, u := range used {
-		if !u {
-			return p, "", false, nil
-		}
+	w := backend.WaitFor(q, i)
+	for j := w.From; j <= w.To; j++ {
+		watch = append(watch, key(j))
 	}
-	// n holders with distinct permits cannot all be older when fewer than
-	// n claims are: only a corrupted queue gets here.
-	return 0, "", false, a.inconsistent()
+	return backend.NoPermit, watch, w.Admission, nil
 }
 
 // whenFreeCounted is the path of counted requests that do not queue. A
@@ -172,19 +140,20 @@ func (a *acquisition) permitFor(kvs []*mvccpb.KeyValue) (permit int, watch strin
 // permit, on condition that no claim was created meanwhile (claims only
 // join at the newest end, so the queue is then a subset of what was read).
 func (a *acquisition) whenFreeCounted(ctx context.Context) error {
-	notYet := a.absent()
+	q := a.keys[0]
 	reads := []clientv3.Op{
-		clientv3.OpGet(a.e.key), // with its lease, for adopt
-		clientv3.OpGet(a.dir, clientv3.WithPrefix(),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(a.kind.n))),
+		clientv3.OpGet(q.dir, clientv3.WithPrefix(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(a.kind.Permits))),
+		clientv3.OpGet(q.key, clientv3.WithKeysOnly()),
 	}
-	cond := []clientv3.Cmp{noClaim(a.dir)}
+	free := []clientv3.Cmp{freeOf(a.kind, q.dir)}
+	cond := free
 	a.permit = 0
 	races := 0
 	for {
 		now := time.Now()
 		a.mayExist = true
-		resp, err := a.b.cli.Txn(ctx).If(cond...).Then(a.withStamp(a.put(now))...).Else(reads...).Commit()
+		resp, err := a.b.cli.Txn(ctx).If(cond...).Then(a.withStamp(a.putAt(q.key, a.record(now, backend.Timestamp{})))...).Else(reads...).Commit()
 		if err != nil {
 			return rpcError(ctx, "acquire", err)
 		}
@@ -192,47 +161,34 @@ func (a *acquisition) whenFreeCounted(ctx context.Context) error {
 			a.setToken(resp.Header.Revision)
 			return a.holds(now, resp)
 		}
-		if own := rangeKvs(resp, 0); len(own) > 0 {
-			if err := a.adopt(ctx, own[0]); err != nil {
+		if a.strayFound(resp, 1) {
+			if err := a.removeStray(ctx); err != nil {
 				return err
 			}
-			if !a.req.Wait {
-				return a.lockedError()
-			}
-			a.permit = noPermit
-			return a.waitCounted(ctx)
+			cond, a.permit = free, 0
+			continue
 		}
 		a.mayExist = false
-		kvs := rangeKvs(resp, 1)
-		if len(kvs) > 0 && !a.kind.agrees(string(kvs[0].Key)) {
+		kvs := rangeKvs(resp, 0)
+		if len(kvs) > 0 && !agrees(a.kind, string(kvs[0].Key)) {
 			return a.mismatchError()
 		}
-		var watch []string
-		puts := false
-		if len(kvs) >= a.kind.n {
-			watch = make([]string, len(kvs))
-			for i, kv := range kvs {
-				watch[i] = string(kv.Key)
+		p, watch, puts, err := a.countedNext(kvs)
+		if err != nil {
+			return err
+		}
+		if watch == nil {
+			races++
+			if races > 3 && !a.req.Wait {
+				return a.lockedError() // the queue keeps changing under us
 			}
-		} else {
-			p, w, wp, err := a.permitFor(kvs)
-			if err != nil {
-				return err
+			a.permit = p
+			newest := int64(0)
+			if len(kvs) > 0 {
+				newest = kvs[0].CreateRevision
 			}
-			if w == "" {
-				races++
-				if races > 3 && !a.req.Wait {
-					return a.lockedError() // the queue keeps changing under us
-				}
-				a.permit = p
-				newest := int64(0)
-				if len(kvs) > 0 {
-					newest = kvs[0].CreateRevision
-				}
-				cond = []clientv3.Cmp{notYet, clientv3.Compare(clientv3.CreateRevision(a.dir), "<", newest+1).WithPrefix()}
-				continue
-			}
-			watch, puts = []string{w}, wp
+			cond = []clientv3.Cmp{absent(q.key), clientv3.Compare(clientv3.CreateRevision(q.dir), "<", newest+1).WithPrefix()}
+			continue
 		}
 		if !a.req.Wait {
 			return a.lockedError()
@@ -240,6 +196,6 @@ func (a *acquisition) whenFreeCounted(ctx context.Context) error {
 		if err := a.waitAny(ctx, watch, resp.Header.Revision+1, puts); err != nil {
 			return err
 		}
-		cond, a.permit = []clientv3.Cmp{noClaim(a.dir)}, 0
+		cond, a.permit = free, 0
 	}
 }

@@ -11,40 +11,44 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// permitFor picks the lowest permit no older claim recorded, waits for an
-// older claim that has not recorded one (for its rewrite), and for an
-// older claim of another kind (for its delete).
-func TestPermitFor(t *testing.T) {
-	a := &acquisition{req: backend.AcquireRequest{Key: "k"}, kind: kind{n: 4}}
+// countedNext picks the lowest permit no older claim recorded, waits for
+// an older claim that has not recorded one (for its rewrite), the first
+// waiter for any of the n holders, a later one for its predecessor (its
+// delete or rewrite), and while a claim of another kind is ahead for the
+// delete of the claim just ahead.
+func TestCountedNext(t *testing.T) {
+	a := &acquisition{req: backend.AcquireRequest{Key: "k"}, kind: backend.Kind{Permits: 3}}
 	claim := func(name string, permit int) *mvccpb.KeyValue {
-		r := claimRecord{Permits: 4, Permit: permit}
+		r := claimRecord{Permits: 3, Permit: permit}
 		return &mvccpb.KeyValue{Key: []byte("d/" + name), Value: []byte(encodeClaim(r))}
 	}
+	other := &mvccpb.KeyValue{Key: []byte("d/2"), Value: []byte(encodeClaim(claimRecord{}))}
 	for _, tc := range []struct {
 		name   string
-		older  []*mvccpb.KeyValue
+		older  []*mvccpb.KeyValue // newest first
 		permit int
-		watch  string
+		watch  []string
 		puts   bool
 	}{
-		{"none older", nil, 0, "", false},
-		{"lowest free", []*mvccpb.KeyValue{claim("3.4", 0), claim("2.4", 2)}, 1, "", false},
-		{"all below taken", []*mvccpb.KeyValue{claim("3.4", 1), claim("2.4", 0), claim("1.4", 2)}, 3, "", false},
-		{"one not recorded", []*mvccpb.KeyValue{claim("3.4", noPermit), claim("2.4", 0)}, 0, "d/3.4", true},
-		{"another kind", []*mvccpb.KeyValue{claim("3.4", 0), {Key: []byte("d/2"), Value: []byte(encodeClaim(claimRecord{}))}}, 0, "d/2", false},
-		{"another count", []*mvccpb.KeyValue{claim("3.2", 0)}, 0, "d/3.2", false},
+		{"none older", nil, 0, nil, false},
+		{"lowest free", []*mvccpb.KeyValue{claim("3.3", 0), claim("2.3", 2)}, 1, nil, false},
+		{"one not recorded", []*mvccpb.KeyValue{claim("3.3", backend.NoPermit), claim("2.3", 0)}, 0, []string{"d/3.3"}, true},
+		{"first waiter", []*mvccpb.KeyValue{claim("3.3", 1), claim("2.3", 0), claim("1.3", 2)}, 0, []string{"d/1.3", "d/2.3", "d/3.3"}, false},
+		{"later waiter", []*mvccpb.KeyValue{claim("4.3", backend.NoPermit), claim("3.3", 1), claim("2.3", 0), claim("1.3", 2)}, 0, []string{"d/4.3"}, true},
+		{"another kind", []*mvccpb.KeyValue{claim("3.3", 0), other}, 0, []string{"d/3.3"}, false},
+		{"another count", []*mvccpb.KeyValue{claim("3.2", 0)}, 0, []string{"d/3.2"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, w, puts, err := a.permitFor(tc.older)
+			p, w, puts, err := a.countedNext(tc.older)
 			require.NoError(t, err)
 			assert.Equal(t, tc.watch, w)
 			assert.Equal(t, tc.puts, puts)
-			if w == "" {
+			if w == nil {
 				assert.Equal(t, tc.permit, p)
 			}
 		})
 	}
-	_, _, _, err := a.permitFor([]*mvccpb.KeyValue{{Key: []byte("d/1.4"), Value: []byte("junk")}})
+	_, _, _, err := a.countedNext([]*mvccpb.KeyValue{{Key: []byte("d/1.3"), Value: []byte("junk")}})
 	assert.ErrorIs(t, err, ErrBadRecord)
 	assert.ErrorIs(t, err, backend.ErrUnavailable)
 }

@@ -15,10 +15,9 @@
 //	<prefix>claims/<escaped key>/<lease>[-<slot>].<n>  a counted claim (n > 1 permits)
 //	<prefix>stamps/<escaped key>                       last holder's stamp (only with stamps on)
 //
-// A claim's value is its record (record.go): owner, acquired-at, stamp,
-// and for claims other than plain exclusive ones the kind, the permit
-// count, the permit held (none yet while a counted claim waits) and the
-// published value.
+// A claim's value is its record (record.go): the kind, the permit count
+// (0 for a plain exclusive claim), the permit held (none yet while a
+// counted claim waits), owner, acquired-at, stamp and the published value.
 //
 // The escaping replaces '/', '%' and control bytes with %XX, so the queue
 // directories of two keys never nest, even when one key is a prefix of the
@@ -34,73 +33,86 @@
 //
 // # Protocol
 //
-// The files read in this order: acquire.go (enqueue, and the paths that do
-// not queue, for exclusive claims), wait.go (waiting in the queue),
-// found.go (a claim found under our name), request.go, kind.go (claim
-// kinds and their names), shared.go, counted.go and multikey.go (the other
-// kinds), stamp.go, release.go (release, and the cleanup of a
-// failed Acquire), value.go (SetValue), inspect.go, registry.go (claim
-// names and loss), watch.go, watchstream.go, watchcheck.go and watchrange.go
-// (the watches, all on one stream), observe.go, lease.go.
+// The files read in this order: acquire.go (one acquisition over a claim's
+// key set: enqueue, and the paths that do not queue), kind.go (the kinds
+// as a table, and their names), wait.go (waiting in the queue), adopt.go
+// (a claim found under our name), counted.go (the counted kind's permit),
+// multikey.go (what a claim on several keys adds), stamp.go, release.go
+// (release, and the cleanup of a failed Acquire), value.go (SetValue),
+// inspect.go, registry.go (claim names and loss), watch.go,
+// watchstream.go, watchcheck.go and watchrange.go (the watches, all on
+// one stream), observe.go, lease.go.
 //
 // A key's claims form a queue ordered by create revision, and each claim's
 // create revision is its fencing token. Create revisions are etcd's
 // global, persistent revision counter, so tokens strictly increase per key
-// and survive client and server restarts. An exclusive claim holds the key
-// when it is the oldest claim; a shared claim when no exclusive or counted
-// claim is older; a counted claim with n permits when fewer than n claims
-// are older (it then records the lowest permit no older claim holds). The
-// exclusive protocol:
+// and survive client and server restarts. Who holds is the queue rule of
+// package backend (backend.Admits): an exclusive claim holds when it is
+// the oldest claim; a shared claim when no exclusive or counted claim is
+// older; a counted claim with n permits when fewer than n claims are older
+// and it has recorded the lowest permit no older claim holds. Inspect and
+// Observe hand the queue to backend.Describe. etcd's Txns test the rule
+// with compares on create revisions over a key range, which the kinds
+// choose (kind.go): every claim of the queue directory for an exclusive
+// or counted claim, its non-shared claims for a shared one. Every claim
+// is a set of keys, one for a plain lock, each with an etcd key under the
+// same name, all made in one Txn and so with one create revision:
 //
-//   - Acquire (fair): one Txn creates the claim if it does not exist yet and
-//     reads the claim just ahead of it. Uncontended, that single round trip
-//     makes it the holder. Contended, it watches only that claim's delete,
-//     then checks in one Txn that its own claim still exists and that no
-//     older claim is left (it may have to wait for another).
-//   - TryAcquire (Wait false): one Txn creates the claim only if the queue
-//     is empty; a held key costs one round trip and leaves nothing behind.
-//   - Fair false: the same Txn, repeated each time the newest claim of the
-//     queue is deleted, until it finds the queue empty. Such a request never
-//     queues, so fair requests always go first.
-//   - Release: one Txn that deletes the claim only if its create revision
-//     still equals the token. Unlike clientv3/concurrency.Mutex.Unlock, a
-//     retried or late Release can never delete a later claim.
-//   - A failed or cancelled Acquire removes its claim with a bounded context
-//     of its own, never the caller's (which has often ended), by name alone
-//     if the reply that would have told its create revision was lost.
-//   - Stamps cost one extra round trip per acquisition: the previous stamp
-//     is read in the Txn that makes the claim the holder, and the new stamp
-//     written in a Txn guarded by the claim's identity.
-//
-// The other kinds, each detailed in its file:
-//
-//   - Shared (shared.go): the enqueue Txn reads only the newest
-//     non-shared claim (one round trip uncontended, or behind readers
-//     only); a waiting reader watches only the nearest older non-shared
-//     claim, so a writer's release wakes every reader up to the next
-//     writer at once, one watch event each, and each re-checks with one
-//     Txn.
-//   - Counted (counted.go): uncontended, a nested Txn in the enqueue
-//     records permit 0 (one round trip); otherwise the claim picks its
-//     permit once every older claim has recorded its own, in a Txn guarded
-//     by its identity. Waiters watch their predecessor (for its delete and
-//     for its admission) and the first waiter the n holders' deletes, with
-//     one watch of the queue directory, so each admission costs a
-//     constant number of requests.
-//   - Multi-key (multikey.go): one Txn makes the claim at every key (one
-//     create revision: one token) and one Txn releases it; it holds once
-//     it holds at every key, waiting at one key at a time, and a claim
-//     that waited then checks in one Txn that it still exists at every
-//     key. Every request fits in etcd's default size limit, whatever the
-//     keys and value allowed: a multi-key request that does not queue
-//     (TryAcquire, Fair false) and would not fit with the reads of what
-//     blocks it sends them in a second request, after its compares failed.
+//   - Acquire (fair): one Txn creates the claim at every key if its name
+//     is absent everywhere, and reads at each key the newest claim that
+//     blocks it. Uncontended, that single round trip makes it the holder.
+//     Contended, it waits at one key at a time: it watches only the delete
+//     of the claim that blocks it there, then checks in one Txn that its
+//     own claim still exists and that nothing older blocks it (it may have
+//     to wait for another). A writer's release thus wakes the next writer,
+//     or every reader up to the next writer at once, one watch event each.
+//     A multi-key claim that waited checks at the end, in one Txn, that it
+//     still exists at every key. No deadlock: at every key a claim waits
+//     only for claims with lower tokens.
+//   - TryAcquire (Wait false): one Txn creates the claim at every key only
+//     if no claim blocks it at any; a held key costs one round trip and
+//     leaves nothing behind.
+//   - Fair false: the same Txn, repeated each time the claim that blocked
+//     it is deleted, until it succeeds. Such a request never queues, so
+//     fair requests always go first.
+//   - Counted claims (counted.go) enqueue with a nested Txn that records
+//     permit 0 at once when the queue was empty (one round trip
+//     uncontended); otherwise the claim records its permit, in a Txn
+//     guarded by its identity, once every older claim has recorded its own
+//     (backend.PermitFor). A waiter watches what backend.WaitFor names: its
+//     predecessor, for its delete and its admission, or for the first
+//     waiter the n holders' deletes, with one watch of the queue
+//     directory; each admission costs a constant number of requests.
 //   - Every claim of a key agrees on the permit count (exclusive and
 //     shared claims count as one): an enqueue reads the name of the claim
 //     just ahead, and a request that disagrees removes its claim and fails
-//     with backend.ErrPermitMismatch (see mismatchRace in kind.go).
+//     with backend.ErrPermitMismatch (see agrees in kind.go).
+//   - A claim found under our name (a write applied after its sender gave
+//     up on it) is taken over by an enqueue if it is one claim of ours,
+//     and removed by a request that does not queue (adopt.go).
+//   - Stamps cost one extra round trip per acquisition of a single key:
+//     the previous stamp is read in the Txn that makes the claim the
+//     holder, and the new stamp written in a Txn guarded by the claim's
+//     identity at every key; a multi-key claim reads its keys' stamps in
+//     one more Txn (stamp.go).
+//   - Release (release.go): one request that deletes the claim at every
+//     key. A claim this Backend handed out and still has as held is
+//     deleted by name: the name is this claim's alone until the Backend
+//     forgets it (see Claim names). Any other Release - late, retried,
+//     lost - deletes only if the claim's create revision still equals the
+//     token. Unlike clientv3/concurrency.Mutex.Unlock, a retried or late
+//     Release can never delete a later claim.
+//   - A failed or cancelled Acquire removes its claim with a bounded
+//     context of its own, never the caller's (which has often ended), by
+//     name alone if the reply that would have told its create revision was
+//     lost.
 //   - SetValue (value.go) rewrites the claim's record at every key in one
 //     Txn compared on the claim's identity.
+//
+// Every request fits in etcd's default limits, whatever the keys and value
+// allowed (multikey.go): a request that does not queue, or a stamp's
+// write, that would not fit with its reads sends them in a second request,
+// after its compares failed.
 //
 // # Claim names
 //
@@ -115,15 +127,17 @@
 // cleanup of a failed Acquire can delete its claim by name alone. A
 // multi-key claim lost at one key is gone only once the Backend has
 // deleted it at the others; a name under which a create or delete got no
-// answer (it may still be applied, late) stays taken until its lease ends.
-// Reuse costs no safety: a claim's identity is name plus create revision,
+// answer (it may still be applied, late) stays taken until its lease ends,
+// and a name kept for a create is watched meanwhile for a claim that
+// create makes late, which is deleted (release.go). Reuse costs no safety: a claim's identity is name plus create revision,
 // and each claim under a name has a higher create revision than the last.
 //
 // # Watches
 //
-// A claim that has been held for 5ms is watched on its own key (on each of
-// a multi-key claim's keys), for its delete only, so that its loss - its lease expired or revoked, an
-// operator's delete - reaches OnLost within one watch delivery. Most locks
+// A claim that has been held for 5ms is watched on its own key (on each
+// of a multi-key claim's keys), for its delete only, so that its loss - its
+// lease expired or revoked, an operator's delete - reaches OnLost within
+// one watch delivery. Most locks
 // are released sooner and never cost a watch; a loss in a claim's first
 // moments is found when its watch starts, by a read of the claim's key. A
 // claim waiting in the queue is watched once it has waited a second: the
@@ -134,8 +148,8 @@
 // one exclusive or counted waiter next in line, or the readers queued up
 // to the next writer. (A counted waiter watches its predecessor for its
 // rewrite too, and the first counted waiter the deletes in its queue
-// directory, for any of the n holders.) All of a
-// Backend's watches share one gRPC watch stream and two goroutines,
+// directory, for any of the n holders.) All of a Backend's watches share
+// one gRPC watch stream and two goroutines,
 // however many locks it holds; the stream is opened again when it fails or
 // its etcd member loses the leader, and every watch resumes from where it
 // was or, if etcd compacted that revision away, is settled by reading its

@@ -12,21 +12,21 @@ import (
 // A claim's kind is read back from its name, and only non-shared names
 // fall in the range [dir+"0", dir+"g").
 func TestKindNames(t *testing.T) {
-	for _, k := range []kind{exclusive, {shared: true, n: 1}, {n: 2}, {n: backend.MaxPermits}} {
+	for _, k := range []backend.Kind{exclusive, {Shared: true, Permits: 1}, {Permits: 2}, {Permits: backend.MaxPermits}} {
 		for _, slot := range []int{0, 3} {
-			name := k.name(claimName(0x1fa, slot))
+			name := kindName(k, claimName(0x1fa, slot))
 			assert.Equal(t, k, kindOfName(name), name)
 			assert.Equal(t, k, kindOfName("p/claims/x/"+name), name)
 			inRange := name >= "0" && name < "g"
-			assert.Equal(t, !k.shared, inRange, name)
+			assert.Equal(t, !k.Shared, inRange, name)
 		}
 	}
-	assert.Equal(t, "s1fa", kind{shared: true, n: 1}.name("1fa"))
-	assert.Equal(t, "1fa-2.7", kind{n: 7}.name("1fa-2"))
+	assert.Equal(t, "s1fa", kindName(backend.Kind{Shared: true, Permits: 1}, "1fa"))
+	assert.Equal(t, "1fa-2.7", kindName(backend.Kind{Permits: 7}, "1fa-2"))
 	assert.Equal(t, exclusive, kindOfName("1.x"), "an unparsable count reads as exclusive")
-	assert.True(t, kind{n: 3}.agrees("1.3"))
-	assert.False(t, kind{n: 3}.agrees("1"))
-	assert.True(t, exclusive.agrees("s1"), "shared and exclusive claims agree")
+	assert.True(t, agrees(backend.Kind{Permits: 3}, "1.3"))
+	assert.False(t, agrees(backend.Kind{Permits: 3}, "1"))
+	assert.True(t, agrees(exclusive, "s1"), "shared and exclusive claims agree")
 }
 
 // A multi-key claim gets one name, free in every one of its directories,
@@ -38,9 +38,9 @@ func TestRegistryMultiKeyNames(t *testing.T) {
 	e := r.addClaim([]string{"a/", "b/", "c/"}, exclusive, 1, nil)
 	assert.Equal(t, []string{"a/1-1", "b/1-1", "c/1-1"}, e.keys)
 	assert.Equal(t, "a/1-1", e.key)
-	s := r.addClaim([]string{"a/", "b/"}, kind{shared: true, n: 1}, 1, nil)
+	s := r.addClaim([]string{"a/", "b/"}, backend.Kind{Shared: true, Permits: 1}, 1, nil)
 	assert.Equal(t, []string{"a/s1", "b/s1"}, s.keys)
-	c := r.addClaim([]string{"a/"}, kind{n: 4}, 1, nil)
+	c := r.addClaim([]string{"a/"}, backend.Kind{Permits: 4}, 1, nil)
 	assert.Equal(t, "a/1.4", c.key)
 	assert.Nil(t, c.keys)
 	r.forget(busy)

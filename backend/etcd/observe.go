@@ -113,7 +113,7 @@ func (o *observation) run(ctx context.Context) error {
 	if err := o.resync(ctx, true); err != nil {
 		return o.fatal(ctx, err)
 	}
-	backoff := minBackoff
+	var bo backoff
 	for {
 		w := newRangeWatch(o.dir, o.rev+1, o)
 		o.b.reg.mux.start(w)
@@ -124,7 +124,7 @@ func (o *observation) run(ctx context.Context) error {
 			return o.fatal(ctx, err)
 		}
 		if progress {
-			backoff = minBackoff
+			bo.reset()
 		}
 		switch {
 		case news.compacted:
@@ -133,10 +133,9 @@ func (o *observation) run(ctx context.Context) error {
 			err = news.err
 		default:
 			// etcd refused the watch: try again from o.rev+1 after a pause.
-			if !sleep(ctx, backoff) {
+			if !bo.wait(ctx) {
 				return nil
 			}
-			backoff = min(2*backoff, maxBackoff)
 		}
 		if err != nil {
 			return o.fatal(ctx, err)
@@ -165,7 +164,8 @@ func (o *observation) fatal(ctx context.Context, err error) error {
 // etcd client is closed, when etcd refuses it for good (see forbidden), or
 // on a bad record or the consumer's stop.
 func (o *observation) resync(ctx context.Context, first bool) error {
-	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
+	var bo backoff
+	for {
 		resp, err := o.b.cli.Get(ctx, o.dir, clientv3.WithPrefix())
 		if err == nil {
 			o.claims = make(map[string]*mvccpb.KeyValue, len(resp.Kvs))
@@ -175,7 +175,7 @@ func (o *observation) resync(ctx context.Context, first bool) error {
 			o.rev = resp.Header.Revision
 			return o.emit(first)
 		}
-		if ctx.Err() != nil || o.b.cli.Ctx().Err() != nil || forbidden(err) || !sleep(ctx, backoff) {
+		if ctx.Err() != nil || o.b.cli.Ctx().Err() != nil || forbidden(err) || !bo.wait(ctx) {
 			return rpcError(ctx, "observe", err)
 		}
 	}

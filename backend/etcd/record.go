@@ -21,14 +21,9 @@ var ErrBadRecord = errors.New("etcd: malformed record")
 // Record versions. A decoder rejects versions it does not know rather than
 // guessing, so a future format change is detected, not misread.
 const (
-	claimRecordV1 = 1 // a plain claim: exclusive, one permit, no value
-	claimRecordV2 = 2 // any claim
-	stampRecordV1 = 1
+	claimRecordVersion = 1
+	stampRecordVersion = 1
 )
-
-// noPermit is claimRecord.Permit of a counted claim that has not picked
-// its permit yet (it is still waiting, or about to record it).
-const noPermit = -1
 
 // claimRecord is the value stored at a claim key.
 type claimRecord struct {
@@ -37,53 +32,36 @@ type claimRecord struct {
 	Stamp      backend.Timestamp
 	Shared     bool
 	Permits    int    // the key's permit count as the claim asked for it; 0 means 1
-	Permit     int    // the permit held, 0..Permits-1, or noPermit
+	Permit     int    // the permit held, 0..Permits-1, or backend.NoPermit while a counted claim waits
 	Value      []byte // published with the claim; nil when none
 }
 
-// plain reports whether r is a claim that version 1 can carry.
-func (r *claimRecord) plain() bool {
-	return !r.Shared && r.Permits <= 1 && r.Permit == 0 && len(r.Value) == 0
-}
-
-// encodeClaim serialises r. A plain record (exclusive, one permit, no
-// value: the common lock) keeps the version 1 layout, so that a reader
-// that knows only version 1 still reads those claims:
+// encodeClaim serialises r:
 //
-//	version byte (1) | uvarint len(owner) | owner | varint acquired-at (Unix ns, 0 = zero time) | stamp
-//
-// where stamp is varint wall time | uvarint logical. Any other record is
-//
-//	version byte (2) | flags (bit 0: shared) | uvarint permits | uvarint permit+1 (0: none yet) |
-//	uvarint len(owner) | owner | varint acquired-at | stamp | uvarint len(value) | value
+//	version byte (1) | flags (bit 0: shared) | uvarint permits | uvarint permit+1 (0: none yet) |
+//	uvarint len(owner) | owner | varint acquired-at (Unix ns, 0 = zero time) |
+//	varint stamp wall time | uvarint stamp logical | uvarint len(value) | value
 //
 // It is written on every Acquire, so it is built in a strings.Builder: one
 // allocation, not a buffer and then its copy as a string.
 func encodeClaim(r claimRecord) string {
 	var sb strings.Builder
 	var v [2 * binary.MaxVarintLen64]byte // the varints, one field at a time
-	if r.plain() {
-		sb.Grow(1 + binary.MaxVarintLen64*4 + len(r.Owner))
-		sb.WriteByte(claimRecordV1)
-	} else {
-		sb.Grow(2 + binary.MaxVarintLen64*7 + len(r.Owner) + len(r.Value))
-		sb.WriteByte(claimRecordV2)
-		var flags byte
-		if r.Shared {
-			flags |= flagShared
-		}
-		sb.WriteByte(flags)
-		sb.Write(binary.AppendUvarint(v[:0], uint64(max(r.Permits, 0))))
-		sb.Write(binary.AppendUvarint(v[:0], uint64(max(r.Permit+1, 0))))
+	sb.Grow(2 + binary.MaxVarintLen64*7 + len(r.Owner) + len(r.Value))
+	sb.WriteByte(claimRecordVersion)
+	var flags byte
+	if r.Shared {
+		flags |= flagShared
 	}
+	sb.WriteByte(flags)
+	sb.Write(binary.AppendUvarint(v[:0], uint64(max(r.Permits, 0))))
+	sb.Write(binary.AppendUvarint(v[:0], uint64(max(r.Permit+1, 0))))
 	sb.Write(binary.AppendUvarint(v[:0], uint64(len(r.Owner))))
 	sb.WriteString(r.Owner)
 	sb.Write(binary.AppendVarint(v[:0], unixNanos(r.AcquiredAt)))
 	sb.Write(appendStamp(v[:0], r.Stamp))
-	if !r.plain() {
-		sb.Write(binary.AppendUvarint(v[:0], uint64(len(r.Value))))
-		sb.Write(r.Value)
-	}
+	sb.Write(binary.AppendUvarint(v[:0], uint64(len(r.Value))))
+	sb.Write(r.Value)
 	return sb.String()
 }
 
@@ -96,40 +74,33 @@ const flagShared = 1 << 0
 func decodeClaim(v []byte) (claimRecord, error) {
 	d := decoder{buf: v}
 	var r claimRecord
-	ver := d.byte()
-	switch {
-	case d.err != nil, ver == claimRecordV1:
-	case ver == claimRecordV2:
-		flags := d.byte()
-		if flags&^flagShared != 0 {
-			d.fail("unknown flags %#x", flags)
-		}
-		r.Shared = flags&flagShared != 0
-		n, p := d.uvarint(), d.uvarint()
-		switch {
-		case n > backend.MaxPermits:
-			d.fail("%d permits", n)
-		case r.Shared && n > 1:
-			d.fail("a shared claim with %d permits", n)
-		case p > max(n, 1):
-			d.fail("permit %d of %d", p-1, n)
-		}
-		r.Permits, r.Permit = int(n), int(p)-1
-	default:
+	if ver := d.byte(); d.err == nil && ver != claimRecordVersion {
 		return claimRecord{}, fmt.Errorf("%w: claim record version %d", ErrBadRecord, ver)
 	}
-	n := d.uvarint()
-	owner := d.bytes(n)
+	flags := d.byte()
+	if flags&^flagShared != 0 {
+		d.fail("unknown flags %#x", flags)
+	}
+	r.Shared = flags&flagShared != 0
+	n, p := d.uvarint(), d.uvarint()
+	switch {
+	case n > backend.MaxPermits:
+		d.fail("%d permits", n)
+	case r.Shared && n > 1:
+		d.fail("a shared claim with %d permits", n)
+	case p > max(n, 1):
+		d.fail("permit %d of %d", p-1, n)
+	}
+	r.Permits, r.Permit = int(n), int(p)-1
+	owner := d.bytes(d.uvarint())
 	at := d.varint()
 	r.Stamp = d.stamp()
-	if ver == claimRecordV2 && d.err == nil {
-		n := d.uvarint()
-		if n > backend.MaxValueLen {
-			d.fail("value of %d bytes", n)
-		}
-		if val := d.bytes(n); len(val) > 0 {
-			r.Value = append([]byte(nil), val...)
-		}
+	n = d.uvarint()
+	if n > backend.MaxValueLen {
+		d.fail("value of %d bytes", n)
+	}
+	if val := d.bytes(n); len(val) > 0 {
+		r.Value = append([]byte(nil), val...)
 	}
 	if err := d.finish(); err != nil {
 		return claimRecord{}, fmt.Errorf("%w: claim record: %v", ErrBadRecord, err)
@@ -141,7 +112,7 @@ func decodeClaim(v []byte) (claimRecord, error) {
 // encodeStamp serialises a stamp record: version byte (1) | stamp.
 func encodeStamp(t backend.Timestamp) string {
 	b := make([]byte, 0, 1+2*binary.MaxVarintLen64)
-	b = append(b, stampRecordV1)
+	b = append(b, stampRecordVersion)
 	return string(appendStamp(b, t))
 }
 
@@ -149,7 +120,7 @@ func encodeStamp(t backend.Timestamp) string {
 // ErrBadRecord.
 func decodeStamp(v []byte) (backend.Timestamp, error) {
 	d := decoder{buf: v}
-	if ver := d.byte(); d.err == nil && ver != stampRecordV1 {
+	if ver := d.byte(); d.err == nil && ver != stampRecordVersion {
 		return backend.Timestamp{}, fmt.Errorf("%w: stamp record version %d", ErrBadRecord, ver)
 	}
 	st := d.stamp()

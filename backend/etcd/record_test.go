@@ -25,7 +25,7 @@ func TestClaimRecordRoundTrip(t *testing.T) {
 		{"negative wall", claimRecord{Owner: "x", Stamp: backend.Timestamp{WallTime: -5, Logical: math.MaxUint32}}},
 		{"binary owner", claimRecord{Owner: "\x00\xff"}},
 		{"shared", claimRecord{Owner: "r", Shared: true, Permits: 1}},
-		{"counted waiting", claimRecord{Owner: "c", Permits: 5, Permit: noPermit}},
+		{"counted waiting", claimRecord{Owner: "c", Permits: 5, Permit: backend.NoPermit}},
 		{"counted holding", claimRecord{Owner: "c", Permits: 5, Permit: 4, Value: []byte("v")}},
 		{"exclusive with value", claimRecord{Owner: "e", Value: []byte{0, 1, 2}}},
 	}
@@ -53,13 +53,13 @@ func TestDecodeRejectsGarbage(t *testing.T) {
 		{"owner length too big", "\x01\xff\xff\xff\xff\x0f"},
 		{"overlong varint", "\x01\x00" + "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"},
 		{"text", "hello"},
-		{"unknown flag", "\x02\x02\x00\x00\x00\x00\x00\x00\x00"},
-		{"shared with permits", "\x02\x01\x03\x00\x00\x00\x00\x00\x00"},
-		{"permit out of range", "\x02\x00\x03\x04\x00\x00\x00\x00\x00"},
-		{"too many permits", "\x02\x00\x81\x08\x00\x00\x00\x00\x00\x00"},
-		{"value too long", "\x02\x00\x00\x00\x00\x00\x00\x00\x81\x80\x04"},
-		{"truncated value", "\x02\x00\x00\x00\x00\x00\x00\x00\x02a"},
-		{"unknown version 3", "\x03" + valid[1:]},
+		{"unknown flag", "\x01\x02\x00\x00\x00\x00\x00\x00\x00"},
+		{"shared with permits", "\x01\x01\x03\x00\x00\x00\x00\x00\x00"},
+		{"permit out of range", "\x01\x00\x03\x04\x00\x00\x00\x00\x00"},
+		{"too many permits", "\x01\x00\x81\x08\x00\x00\x00\x00\x00\x00"},
+		{"value too long", "\x01\x00\x00\x00\x00\x00\x00\x00\x81\x80\x04"},
+		{"truncated value", "\x01\x00\x00\x00\x00\x00\x00\x00\x02a"},
+		{"version 2", "\x02" + valid[1:]},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,45 +9,22 @@ import (
 )
 
 // registry knows the claims this Backend is acquiring, holding or still
-// removing, by etcd key. It names new claims, and watches each claim for
-// its loss.
-//
-// Names. A claim is named after its lease (claimName), so a key taken again
-// and again under one lease reuses one name, as etcd's own Mutex does with
-// its session-named key: etcd keeps a deleted key in its index until
-// compaction, and every read of a queue directory walks the dead keys in
-// it, so fresh names would slow every later Acquire of a busy key. An entry
-// stays registered, and its name taken, until its claim is known to be gone
-// from etcd: a delete of it succeeded (Release, or the cleanup of a failed
-// Acquire), its watch saw it deleted (at every key, for a multi-key claim:
-// see keyDeleted), or its lease ended; after a request under the name
-// whose outcome is unknown, until the lease ends (keepName), and a name
-// kept for a create is watched meanwhile for a claim that create makes
-// late, which is deleted (Backend.watchStray). So no two
-// acquisitions of this Backend ever share a name, and the cleanup of a
-// failed Acquire can delete its claim by name alone even when the reply to
-// the Txn that created it was lost. Identity stays name plus create
-// revision: a later claim under a name has a higher create revision, so a
-// late Release aimed at an earlier one never matches it.
+// removing, by etcd key: it names new claims, keeps each name taken for as
+// long as the package documentation's "Claim names" says, and watches each
+// claim for its loss as its "Watches" says. Each claim's entry moves
+// through the states of claimState.
 //
 // Loss. A claim is watched for the first delete of its key at or after
 // T+1, where T is its create revision; the first such delete is this
 // claim's, since a later claim under the name needs this one gone first.
-// The watch starts once the claim has been held for holdDelay: most locks
-// are released sooner, and such a claim never costs a watch (a create, and
-// a cancel at the release). A claim waiting in the queue is watched only
-// once it has waited for waitDelay: its wait ends with a Txn that checks
-// the claim still exists, so its watch serves only to end early a wait
-// whose claim was deleted, and a handoff to a waiter that waited less
-// costs no watch either. A watch that starts late is created at etcd's
-// current revision, and a read of the key settles the deletes since the
-// claim's creation (watchcheck.go), so a loss in the claim's first moments
-// is reported when the watch starts, at most holdDelay and a round trip
-// after it happened. That delete, or a read finding the claim gone, closes
-// lost (a waiting Acquire stops) and, once the claim has been handed out,
-// calls OnLost. Release and a failed Acquire end the entry, stopping its
-// timer and watch, before they delete the claim, so their own delete is
-// never reported.
+// The watch starts once the claim has been held for holdDelay, or has
+// waited in the queue for waitDelay; a watch that starts late is created
+// at etcd's current revision, and a read of the key settles the deletes
+// since the claim's creation (watchcheck.go). That delete, or a read
+// finding the claim gone, moves the entry to lost: a waiting Acquire
+// stops, and a claim handed out has OnLost called. Release and a failed
+// Acquire end the entry, stopping its timer and watch, before they delete
+// the claim, so their own delete is never reported.
 type registry struct {
 	mux                  *mux
 	holdDelay, waitDelay time.Duration // the constants, but in tests
@@ -85,25 +62,43 @@ type entry struct {
 	lease  backend.LeaseID
 	owner  string // the request's owner label, for SetValue's record
 	onLost backend.LossListener
-	lost   chan struct{} // closed when the claim is known to be gone
+	lost   chan struct{} // closed on the move to state lost, for waiters to select on
 
 	// Guarded by registry.mu.
-	token   int64       // create revision; 0 until known
-	timer   *time.Timer // starts the watch; nil until the claim waits or is handed out
-	watch   *keyWatch
-	more    []*keyWatch // the watches of keys[1:], made with watch
-	holding bool        // Acquire has handed the claim out
-	ended   bool        // released or abandoned: its loss is no longer reported
-	// keep: a request under the name whose outcome is unknown (a create or
-	// delete that failed without an answer) may still be applied, later
-	// than requests sent after it: a late delete by name would remove
-	// whatever claim has the name then. So the name stays taken until the
-	// lease ends (forgetLease), not just until the claim is gone.
-	keep bool
-	// strays: the watches of a kept name's keys for a claim its create,
-	// applied late, makes there (see Backend.watchStray), by key.
-	strays map[string]*keyWatch
+	state  claimState
+	token  int64       // create revision; 0 until known; written by its Acquire alone
+	timer  *time.Timer // starts the watch; nil until the claim waits or is handed out
+	watch  *keyWatch
+	more   []*keyWatch          // the watches of keys[1:], made with watch
+	strays map[string]*keyWatch // a kept name's watches for strays (Backend.watchStray), by key
 }
+
+// claimState is where an entry is in its life. Each move is made under
+// registry.mu, by the method named:
+//
+//	acquiring --promote--> held
+//	acquiring, held --keyDeleted--> lost
+//	acquiring, held, lost --end--> ended
+//	ended --keepName--> kept
+//	ended --forget--> unregistered; kept: unregistered with its lease (forgetLease)
+//
+// A single-key claim's name is free again as soon as it is lost, since the
+// claim is gone from etcd; every other name stays taken, so that no two
+// acquisitions of this Backend ever share one, until forget.
+type claimState uint8
+
+const (
+	acquiring claimState = iota // Acquire runs: a loss ends its wait
+	held                        // handed out by Acquire: a loss calls OnLost
+	lost                        // known gone from etcd (at one key at least)
+	ended                       // released, or its Acquire failed: no loss is reported any more
+	// kept: ended, and a request under the name whose outcome is unknown
+	// (a create or delete that failed without an answer) may still be
+	// applied, later than requests sent after it: a late delete by name
+	// would remove whatever claim has the name then. So the name stays
+	// taken until the lease ends, not just until the claim is gone.
+	kept
+)
 
 func newRegistry(m *mux, abandon func(e *entry, token int64)) *registry {
 	return &registry{mux: m, holdDelay: holdDelay, waitDelay: waitDelay, abandon: abandon, entries: make(map[string]*entry)}
@@ -130,7 +125,7 @@ func (r *registry) add(dir string, lease backend.LeaseID, onLost backend.LossLis
 // lowest slot that no registered claim uses in any of them. One name for
 // all gives the claim one identity (name plus the create revision its keys
 // share) at every key.
-func (r *registry) addClaim(dirs []string, k kind, lease backend.LeaseID, onLost backend.LossListener) *entry {
+func (r *registry) addClaim(dirs []string, k backend.Kind, lease backend.LeaseID, onLost backend.LossListener) *entry {
 	if len(dirs) == 1 && k == exclusive {
 		return r.add(dirs[0], lease, onLost)
 	}
@@ -139,7 +134,7 @@ func (r *registry) addClaim(dirs []string, k kind, lease backend.LeaseID, onLost
 	defer r.mu.Unlock()
 next:
 	for slot := 0; ; slot++ {
-		name := k.name(claimName(lease, slot))
+		name := kindName(k, claimName(lease, slot))
 		for _, dir := range dirs {
 			if _, taken := r.entries[dir+name]; taken {
 				continue next
@@ -158,19 +153,10 @@ next:
 	}
 }
 
-// isLost reports whether e's claim is known to be gone.
-func (e *entry) isLost() bool {
-	select {
-	case <-e.lost:
-		return true
-	default:
-		return false
-	}
-}
-
 // setToken records the claim's create revision, from which its watch
 // looks for its delete. Called once per entry, by its Acquire, before
-// waiting or promote.
+// waiting or promote; the Acquire reads e.token without the lock, since
+// no one else writes it.
 func (r *registry) setToken(e *entry, token int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -192,10 +178,10 @@ func (r *registry) waiting(e *entry) {
 func (r *registry) promote(e *entry) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e.isLost() {
+	if e.state != acquiring {
 		return false
 	}
-	e.holding = true
+	e.state = held
 	r.armLocked(e, r.holdDelay)
 	return true
 }
@@ -219,7 +205,7 @@ func (r *registry) armLocked(e *entry, d time.Duration) {
 // comes first, and no watch starts, or finds the watch and stops it.
 func (r *registry) mature(e *entry) {
 	r.mu.Lock()
-	if e.ended || e.watch != nil {
+	if e.state >= lost || e.watch != nil {
 		r.mu.Unlock()
 		return
 	}
@@ -256,12 +242,12 @@ func (r *registry) mature(e *entry) {
 // stays the claim's until forget.
 func (r *registry) end(e *entry) bool {
 	r.mu.Lock()
-	e.ended = true
+	live := e.state != lost
+	e.state = max(e.state, ended)
 	if e.timer != nil {
 		e.timer.Stop()
 	}
 	w, more := e.watch, e.more
-	live := !e.isLost()
 	r.mu.Unlock()
 	if w != nil {
 		r.mux.stop(w)
@@ -277,7 +263,7 @@ func (r *registry) end(e *entry) bool {
 func (r *registry) forget(e *entry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !e.keep {
+	if e.state != kept {
 		r.unregisterLocked(e)
 		return
 	}
@@ -286,23 +272,25 @@ func (r *registry) forget(e *entry) {
 	e.onLost = nil
 }
 
-// keepName has e's name stay taken until its lease ends, even once its
-// claim is gone (see entry.keep).
+// keepName has e, which has ended, keep its name until its lease ends,
+// even once its claim is gone (see kept).
 func (r *registry) keepName(e *entry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e.keep = true
+	e.state = kept
+}
+
+// allKeys returns the claim's etcd keys, one per key it holds.
+func (e *entry) allKeys() []string {
+	if e.keys == nil {
+		return []string{e.key}
+	}
+	return e.keys
 }
 
 // unregisterLocked removes e's keys from the registry. r.mu held.
 func (r *registry) unregisterLocked(e *entry) {
-	if e.keys == nil {
-		if r.entries[e.key] == e {
-			delete(r.entries, e.key)
-		}
-		return
-	}
-	for _, k := range e.keys {
+	for _, k := range e.allKeys() {
 		if r.entries[k] == e {
 			delete(r.entries, k)
 		}
@@ -314,7 +302,7 @@ func (r *registry) unregisterLocked(e *entry) {
 func (r *registry) held(key string, token int64) *entry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e := r.entries[key]; e != nil && e.holding && e.token == token {
+	if e := r.entries[key]; e != nil && e.state == held && e.token == token {
 		return e
 	}
 	return nil
@@ -328,7 +316,7 @@ func (r *registry) forgetLease(id backend.LeaseID) {
 	r.mu.Lock()
 	var stop []*keyWatch
 	for _, e := range r.entries {
-		if e.lease == id && e.ended {
+		if e.lease == id && e.state >= ended {
 			r.unregisterLocked(e) // deleting during range is allowed
 			for _, w := range e.strays {
 				stop = append(stop, w)
@@ -377,20 +365,22 @@ func (r *registry) keepWatch(e *entry, w *keyWatch) {
 func (e *entry) keyDeleted(rev int64) {
 	r := e.reg
 	r.mu.Lock()
-	if e.ended || e.isLost() {
+	was := e.state
+	if was != acquiring && was != held {
 		r.mu.Unlock()
 		return
 	}
+	e.state = lost
 	close(e.lost)
 	if e.keys == nil {
 		r.unregisterLocked(e)
 	}
 	w, more := e.watch, e.more
 	onLost := e.onLost
-	if !e.holding {
+	if was != held {
 		onLost = nil
 	}
-	abandon, token := e.keys != nil && e.holding, e.token
+	abandon, token := e.keys != nil && was == held, e.token
 	r.mu.Unlock()
 	if onLost != nil {
 		onLost.ClaimLost(fmt.Errorf("%w: claim %s no longer exists in etcd (gone at revision %d)",

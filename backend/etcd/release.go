@@ -36,7 +36,7 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 	// as the Txn, and cheaper. That holds only if the claim was not lost
 	// before end (see registry.end).
 	if e := b.reg.held(key, int64(c.Token)); e != nil && b.reg.end(e) {
-		if _, err := b.deleteEntry(ctx, e, 0); err != nil {
+		if _, err := b.deleteClaim(ctx, e.allKeys(), 0); err != nil {
 			b.reg.keepName(e) // the delete may yet be applied, late
 			return rpcError(ctx, "release", err)
 		}
@@ -49,31 +49,39 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 	if c.Token == 0 {
 		return nil
 	}
-	var err error
-	if len(c.Keys) > 1 {
-		_, err = b.deleteClaims(ctx, b.claimKeys(c), int64(c.Token))
-	} else {
-		_, err = b.deleteClaim(ctx, key, int64(c.Token))
-	}
+	_, err := b.deleteClaim(ctx, b.claimKeys(c), int64(c.Token))
 	return rpcError(ctx, "release", err)
 }
 
-// deleteClaim removes the claim at key: the incarnation created at revision
-// token, or, with token 0 (the release of a claim still registered, or a
-// failed Acquire that never learnt its create revision), whatever is under
-// the name. The name alone is safe then: it stays registered to that claim
-// until this delete succeeds, so no other claim of this Backend can be
-// under it, and claims of other Backends are under other leases' names.
-// It returns the revision etcd answered at.
-func (b *Backend) deleteClaim(ctx context.Context, key string, token int64) (int64, error) {
-	if token == 0 {
-		resp, err := b.cli.Delete(ctx, key)
+// deleteClaim removes a claim at its etcd keys, one per key it holds, in
+// one request: the incarnation created at revision token, or, with token
+// 0 (the release of a claim still registered, or a failed Acquire that
+// never learnt its create revision), whatever is under the name. The name
+// alone is safe then: it stays registered to that claim until this delete
+// succeeds, so no other claim of this Backend can be under it, and claims
+// of other Backends are under other leases' names. Each key of a
+// multi-key claim is compared with a nested Txn of its own, so that a key
+// where the claim is already gone (an operator deleted it there) does not
+// keep it at the others. It returns the revision etcd answered at.
+func (b *Backend) deleteClaim(ctx context.Context, keys []string, token int64) (int64, error) {
+	switch {
+	case len(keys) == 1 && token == 0:
+		resp, err := b.cli.Delete(ctx, keys[0])
 		if err != nil {
 			return 0, err
 		}
 		return resp.Header.Revision, nil
+	case len(keys) == 1:
+		return b.commit(b.cli.Txn(ctx).If(incarnation(keys[0], token)).Then(clientv3.OpDelete(keys[0])))
 	}
-	return b.commit(b.cli.Txn(ctx).If(incarnation(key, token)).Then(clientv3.OpDelete(key)))
+	ops := make([]clientv3.Op, len(keys))
+	for i, k := range keys {
+		ops[i] = clientv3.OpDelete(k)
+		if token != 0 {
+			ops[i] = clientv3.OpTxn([]clientv3.Cmp{incarnation(k, token)}, []clientv3.Op{clientv3.OpDelete(k)}, nil)
+		}
+	}
+	return b.commit(b.cli.Txn(ctx).Then(ops...))
 }
 
 // commit commits txn and returns the revision etcd answered at.
@@ -83,29 +91,6 @@ func (b *Backend) commit(txn clientv3.Txn) (int64, error) {
 		return 0, err
 	}
 	return resp.Header.Revision, nil
-}
-
-// deleteEntry removes the claim of e at each of its keys (see deleteClaim).
-func (b *Backend) deleteEntry(ctx context.Context, e *entry, token int64) (int64, error) {
-	if e.keys == nil {
-		return b.deleteClaim(ctx, e.key, token)
-	}
-	return b.deleteClaims(ctx, e.keys, token)
-}
-
-// deleteClaims is deleteClaim for a multi-key claim: one Txn removes it at
-// every key, each compared on its identity with a nested Txn of its own
-// when token is set, so that a key where the claim is already gone (an
-// operator deleted it there) does not keep it at the others.
-func (b *Backend) deleteClaims(ctx context.Context, keys []string, token int64) (int64, error) {
-	ops := make([]clientv3.Op, len(keys))
-	for i, k := range keys {
-		ops[i] = clientv3.OpDelete(k)
-		if token != 0 {
-			ops[i] = clientv3.OpTxn([]clientv3.Cmp{incarnation(k, token)}, []clientv3.Op{clientv3.OpDelete(k)}, nil)
-		}
-	}
-	return b.commit(b.cli.Txn(ctx).Then(ops...))
 }
 
 // claimKeys returns the etcd keys of claim c, one per key it holds.
@@ -155,24 +140,20 @@ func (b *Backend) discard(ctx context.Context, e *entry, token int64, now bool) 
 	}
 }
 
-// remove deletes e's claim (see deleteEntry) within bound of parent and
+// remove deletes e's claim (see deleteClaim) within bound of parent and
 // then forgets e; it reports whether the delete succeeded. With token 0
 // (the create's outcome is unknown, and e keeps its name) it then watches
 // every key of e for a stray (see watchStray) from after the delete.
 func (b *Backend) remove(parent context.Context, e *entry, token int64, bound time.Duration) bool {
 	ctx, cancel := context.WithTimeout(parent, bound)
 	defer cancel()
-	rev, err := b.deleteEntry(ctx, e, token)
+	rev, err := b.deleteClaim(ctx, e.allKeys(), token)
 	if err != nil {
 		return false
 	}
 	b.reg.forget(e)
 	if token == 0 {
-		keys := e.keys
-		if keys == nil {
-			keys = []string{e.key}
-		}
-		for _, k := range keys {
+		for _, k := range e.allKeys() {
 			b.watchStray(e, k, rev+1)
 		}
 	}
@@ -192,7 +173,7 @@ func (b *Backend) untilDone(now bool, try func() bool) {
 	if now && try() {
 		return
 	}
-	for backoff := minBackoff; sleep(b.ctx, backoff) && !try(); backoff = min(2*backoff, maxBackoff) {
+	for bo := backoff(0); bo.wait(b.ctx) && !try(); {
 	}
 }
 

@@ -10,51 +10,101 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// stamp calls req.Stamp with the previous holder's stamp and records the
-// result, in the stamp record and in the claim, with one Txn that commits
-// only while the claim still exists: a claim that lost the key never
-// records a stamp.
+// stamp calls req.Stamp with the highest stamp recorded at the claim's
+// keys and records the result, in each key's stamp record and in the
+// claim's record at every key, with one Txn that commits only while the
+// claim still exists at every key: a claim that lost a key never records
+// a stamp. A single-key claim read its stamp record in the Txn that made
+// it the holder (withStamp); a multi-key claim reads them all here, in a
+// Txn of their own, since with the enqueue's reads and puts they would not
+// fit in one request.
 //
-// The stamp record only ever rises. An exclusive holder is the only one
-// that writes it, but the holders of a shared or counted key stamp
-// concurrently, so the Txn also compares the record's mod revision with
-// the one read; if another holder recorded its stamp meanwhile, the higher
-// of the two stays, and a later holder sees the highest stamp of all the
-// holders before it.
+// The stamp records only ever rise. An exclusive holder is the only one
+// that writes its keys' records, but the holders of a shared or counted
+// key stamp concurrently, so the Txn also compares each record's mod
+// revision with the one read; if another holder recorded its stamp
+// meanwhile, the records are read again and the higher stamp stays, so a
+// later holder sees the highest stamp of all the holders before it. The
+// Txn carries those reads in its Else branch unless it would then exceed
+// maxTxnBytes.
 func (a *acquisition) stamp(ctx context.Context) (backend.Timestamp, error) {
-	var prev backend.Timestamp
-	if a.prevStamp != nil {
-		p, err := decodeStamp(a.prevStamp)
-		if err != nil {
-			return backend.Timestamp{}, fmt.Errorf("etcd acquire %q: stamp record %s: %w", a.req.Key, a.stampKey, err)
+	n := len(a.keys)
+	stampKeys := make([]string, n)
+	reads := make([]clientv3.Op, 2*n) // every stamp record, then the claim at every key
+	for i, k := range a.req.AllKeys() {
+		stampKeys[i] = a.b.layout.stamp(k)
+		reads[i] = clientv3.OpGet(stampKeys[i])
+		reads[n+i] = clientv3.OpGet(a.keys[i].key, clientv3.WithKeysOnly())
+	}
+	recs := make([][]*mvccpb.KeyValue, n) // what was read of each stamp record
+	if a.stampKey != "" {
+		if a.prevStamp != nil {
+			recs[0] = []*mvccpb.KeyValue{{Value: a.prevStamp, ModRevision: a.stampRev}}
 		}
-		prev = p
+	} else {
+		resp, err := a.b.cli.Txn(ctx).Then(reads[:n]...).Commit()
+		if err != nil {
+			return backend.Timestamp{}, rpcError(ctx, "acquire (stamp)", err)
+		}
+		for i := range recs {
+			recs[i] = rangeKvs(resp, i)
+		}
+	}
+	var prev backend.Timestamp
+	for i, kvs := range recs {
+		if len(kvs) == 0 {
+			continue
+		}
+		p, err := decodeStamp(kvs[0].Value)
+		if err != nil {
+			return backend.Timestamp{}, a.stampError(stampKeys[i], err)
+		}
+		if prev.Less(p) {
+			prev = p
+		}
 	}
 	st, err := a.req.Stamp(prev)
 	if err != nil {
 		return backend.Timestamp{}, err
 	}
-	rev, raise := a.stampRev, a.prevStamp == nil || prev.Less(st)
+	rec := a.record(a.acquiredAt, st)
 	for {
-		cmps := []clientv3.Cmp{incarnation(a.e.key, a.token)}
-		ops := []clientv3.Op{rewrite(a.e.key, a.record(a.acquiredAt, st))}
-		if raise {
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(a.stampKey), "=", rev))
-			ops = append(ops, clientv3.OpPut(a.stampKey, encodeStamp(st)))
+		cmps := make([]clientv3.Cmp, 0, 2*n)
+		writes := make([]clientv3.Op, 0, 2*n)
+		for i, q := range a.keys {
+			cmps = append(cmps, incarnation(q.key, a.e.token))
+			writes = append(writes, rewrite(q.key, rec))
+			rev, raise, err := higher(recs[i], st)
+			if err != nil {
+				return backend.Timestamp{}, a.stampError(stampKeys[i], err)
+			}
+			if raise {
+				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(stampKeys[i]), "=", rev))
+				writes = append(writes, clientv3.OpPut(stampKeys[i], encodeStamp(st)))
+			}
 		}
-		resp, err := a.b.cli.Txn(ctx).If(cmps...).Then(ops...).
-			Else(clientv3.OpGet(a.e.key, clientv3.WithKeysOnly()), clientv3.OpGet(a.stampKey)).Commit()
+		txn := a.b.cli.Txn(ctx).If(cmps...).Then(writes...)
+		inline := txnBytes(cmps, writes, reads) <= maxTxnBytes
+		if inline {
+			txn = txn.Else(reads...)
+		}
+		resp, err := txn.Commit()
 		if err != nil {
 			return backend.Timestamp{}, rpcError(ctx, "acquire (stamp)", err)
 		}
 		if resp.Succeeded {
 			return st, nil
 		}
-		if own := rangeKvs(resp, 0); len(own) == 0 || own[0].CreateRevision != a.token {
-			return backend.Timestamp{}, a.lostError()
+		if !inline {
+			if resp, err = a.b.cli.Txn(ctx).Then(reads...).Commit(); err != nil {
+				return backend.Timestamp{}, rpcError(ctx, "acquire (stamp)", err)
+			}
 		}
-		if rev, raise, err = higher(rangeKvs(resp, 1), st); err != nil {
-			return backend.Timestamp{}, fmt.Errorf("etcd acquire %q: stamp record %s: %w", a.req.Key, a.stampKey, err)
+		for i := range a.keys {
+			if own := rangeKvs(resp, n+i); len(own) == 0 || own[0].CreateRevision != a.e.token {
+				return backend.Timestamp{}, a.lostError()
+			}
+			recs[i] = rangeKvs(resp, i)
 		}
 	}
 }
@@ -71,4 +121,8 @@ func higher(kvs []*mvccpb.KeyValue, st backend.Timestamp) (int64, bool, error) {
 		return 0, false, err
 	}
 	return kvs[0].ModRevision, cur.Less(st), nil
+}
+
+func (a *acquisition) stampError(key string, err error) error {
+	return fmt.Errorf("etcd acquire %q: stamp record %s: %w", a.req.Key, key, err)
 }

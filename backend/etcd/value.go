@@ -34,8 +34,8 @@ func (b *Backend) SetValue(ctx context.Context, c backend.Claim, v []byte) error
 	var rec claimRecord
 	if e := b.reg.held(keys[0], token); e != nil {
 		rec = claimRecord{Owner: e.owner, AcquiredAt: c.AcquiredAt, Stamp: c.Stamp, Permit: c.Permit}
-		if k := (kind{shared: c.Shared, n: max(c.Permits, 1)}); k != exclusive {
-			rec.Shared, rec.Permits = k.shared, k.n
+		if k := (backend.Kind{Shared: c.Shared, Permits: max(c.Permits, 1)}); k != exclusive {
+			rec.Shared, rec.Permits = k.Shared, k.Permits
 		}
 	} else {
 		resp, err := b.cli.Get(ctx, keys[0])

@@ -13,84 +13,61 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// waitAny blocks until one of watches fires (see waitDeleted): a counted
-// request that does not queue waits for any of the holders to go. With
-// puts, each watch also fires when its key is rewritten.
-func (a *acquisition) waitAny(ctx context.Context, keys []string, from int64, puts bool) error {
-	p := &anyWait{predWait: predWait{done: make(chan struct{})}}
-	ws := make([]*keyWatch, len(keys))
-	m := a.b.reg.mux
-	for i, k := range keys {
-		ws[i] = &keyWatch{key: k, from: from, now: true, target: p, puts: puts}
-		m.start(ws[i])
-	}
-	defer func() {
-		for _, w := range ws {
-			m.stop(w)
-		}
-	}()
-	return a.waitOn(ctx, &p.predWait)
-}
-
-// anyWait is the target of several watches; the first call wins.
-type anyWait struct {
-	once sync.Once
-	predWait
-}
-
-func (p *anyWait) keyDeleted(rev int64)  { p.once.Do(func() { p.predWait.keyDeleted(rev) }) }
-func (p *anyWait) watchFailed(err error) { p.once.Do(func() { p.predWait.watchFailed(err) }) }
-
-// waitInQueue waits until an exclusive claim is the oldest of its queue at
-// q (one key of a multi-key claim). pred is the claim just ahead as read
-// at revision rev ("" to look it up first). The claim ahead may be of any
-// kind: an exclusive claim waits for every claim ahead to go.
+// waitAt waits until the claim is admitted at q, one of its keys, for
+// every kind but counted (counted.go). pred is the claim ahead that blocks
+// it, as read at revision rev ("" to look it up first): the newest older
+// claim for an exclusive claim, which waits for every claim ahead to go;
+// the newest older non-shared claim for a shared one (kind.go).
 //
-// Each round watches only pred's delete - a release wakes just the next
-// waiter - and then runs one Txn that, if our claim still exists (a waiter
-// whose claim vanished must not go on to hold the key) and no older claim
-// is left, stamps our claim with the acquired-at time and reads the
-// previous stamp; otherwise it returns our claim and the nearest older
-// claim, which may be one that was queued before pred.
+// Each round watches only pred's delete - a release wakes just the claims
+// directly behind it: the next writer, or the readers up to the next
+// writer - and then runs one Txn that, if our claim still exists (a
+// waiter whose claim vanished must not go on to hold the key) and nothing
+// older blocks it (firstOf), rewrites our record with the acquired-at
+// time and reads the previous stamp; otherwise it returns our claim and
+// the nearest older claim that blocks it, which may be one queued before
+// pred. A shared claim's range can be empty, which the compare reads as
+// blocked: a nested Txn in the Else branch admits it then.
 //
-// While etcd cannot be reached the wait goes on (see retryAfter).
-func (a *acquisition) waitInQueue(ctx context.Context, q queueKey, pred string, rev int64) error {
+// While etcd cannot be reached the wait goes on (see send).
+func (a *acquisition) waitAt(ctx context.Context, q queueKey, pred string, rev int64) error {
 	a.b.reg.waiting(a.e)
-	backoff := minBackoff
+	own := incarnation(q.key, a.e.token)
+	first := firstOf(a.kind, q.dir, a.e.token)
 	for {
 		if pred != "" {
 			if err := a.waitDeleted(ctx, pred, rev+1); err != nil {
 				return err
 			}
 		}
-		now := time.Now()
-		// True iff every claim of the queue was created at or after ours.
-		first := clientv3.Compare(clientv3.CreateRevision(q.dir), ">", a.token-1).WithPrefix()
-		older := olderClaim(q.dir, a.token)
-		resp, err := a.b.cli.Txn(ctx).If(incarnation(q.key, a.token), first).
-			Then(a.withStamp(rewrite(q.key, a.record(now, backend.Timestamp{})))...).
-			Else(clientv3.OpGet(q.key), older).
-			Commit()
-		if err != nil {
-			if err := a.retryAfter(ctx, err, backoff); err != nil {
-				return err
+		var now time.Time
+		resp, err := a.send(ctx, func(txn clientv3.Txn) clientv3.Txn {
+			now = time.Now()
+			put := rewrite(q.key, a.record(now, backend.Timestamp{}))
+			els := []clientv3.Op{clientv3.OpGet(q.key, clientv3.WithKeysOnly()), aheadOf(a.kind, q.dir, a.e.token)}
+			if a.kind.Shared {
+				els = a.withStamp(append(els, clientv3.OpTxn([]clientv3.Cmp{own, freeOf(a.kind, q.dir)}, []clientv3.Op{put}, nil))...)
 			}
-			backoff = min(2*backoff, maxBackoff)
-			pred = "" // the Txn tells who is ahead now
-			continue
+			return txn.If(own, first).Then(a.withStamp(put)...).Else(els...)
+		})
+		if err != nil {
+			return err
 		}
 		if resp.Succeeded {
 			return a.holds(now, resp)
 		}
-		own := rangeKvs(resp, 0)
-		if len(own) == 0 || own[0].CreateRevision != a.token {
+		if o := rangeKvs(resp, 0); len(o) == 0 || o[0].CreateRevision != a.e.token {
 			return a.lostError()
 		}
-		kvs := rangeKvs(resp, 1)
-		if len(kvs) == 0 {
+		older := rangeKvs(resp, 1)
+		switch {
+		case len(older) > 0:
+			pred, rev = string(older[0].Key), resp.Header.Revision
+		case a.kind.Shared && resp.Responses[2].GetResponseTxn().GetSucceeded():
+			return a.holds(now, resp)
+		default:
 			return a.inconsistent() // the compare saw an older claim, the read did not
 		}
-		pred, rev = string(kvs[0].Key), resp.Header.Revision
 	}
 }
 
@@ -101,19 +78,26 @@ func (a *acquisition) waitInQueue(ctx context.Context, q queueKey, pred string, 
 // etcd serves it at once; the mux settles the deletes between from and that
 // revision with a read (watchcheck.go).
 //
-// A nil return is only a hint: both callers re-read the queue with a Txn
+// A nil return is only a hint: every caller re-reads the queue with a Txn
 // after it, so an early return costs a round trip, never exclusion. It
 // returns the loss of our own claim (ErrLeaseExpired) as soon as its watch
 // reports it, ctx's end, ErrClosed, or ErrUnavailable if etcd refused the
 // watch. A stream that breaks meanwhile is reopened by the mux and the wait
 // goes on.
 func (a *acquisition) waitDeleted(ctx context.Context, key string, from int64) error {
+	return a.waitAny(ctx, []string{key}, from, false)
+}
+
+// waitAny is waitDeleted for any one of keys: a counted request waits for
+// any of the holders to go. With puts, each watch also fires when its key
+// is rewritten (a counted waiter's predecessor recording its permit).
+func (a *acquisition) waitAny(ctx context.Context, keys []string, from int64, puts bool) error {
 	p := &predWait{done: make(chan struct{})}
-	w := &keyWatch{key: key, from: from, now: true, target: p}
-	m := a.b.reg.mux
-	m.start(w)
-	defer m.stop(w) // after a delete it is a no-op
-	return a.waitOn(ctx, p)
+	ws := make([]*keyWatch, len(keys))
+	for i, k := range keys {
+		ws[i] = &keyWatch{key: k, from: from, now: true, target: p, puts: puts}
+	}
+	return a.waitFor(ctx, p, ws...)
 }
 
 // waitOlder blocks until one of the n claims older than ours is deleted
@@ -122,15 +106,21 @@ func (a *acquisition) waitDeleted(ctx context.Context, key string, from int64) e
 // (watchrange.go).
 func (a *acquisition) waitOlder(ctx context.Context, n int, from int64) error {
 	p := &predWait{done: make(chan struct{})}
-	w := newOlderWatch(a.dir, a.token, n, from, p)
-	m := a.b.reg.mux
-	m.start(w)
-	defer m.stop(w)
-	return a.waitOn(ctx, p)
+	return a.waitFor(ctx, p, newOlderWatch(a.keys[0].dir, a.e.token, n, from, p))
 }
 
-// waitOn waits for p's watch (see waitDeleted).
-func (a *acquisition) waitOn(ctx context.Context, p *predWait) error {
+// waitFor starts ws, watches that report to p, waits for the first of
+// them to fire (see waitDeleted), and stops them all.
+func (a *acquisition) waitFor(ctx context.Context, p *predWait, ws ...*keyWatch) error {
+	m := a.b.reg.mux
+	for _, w := range ws {
+		m.start(w)
+	}
+	defer func() {
+		for _, w := range ws {
+			m.stop(w) // after a delete it is a no-op
+		}
+	}()
 	select {
 	case <-p.done:
 		if p.err != nil {
@@ -146,37 +136,39 @@ func (a *acquisition) waitOn(ctx context.Context, p *predWait) error {
 	}
 }
 
-// predWait is the target of the watch a waiter keeps on the claim it waits
-// behind. The mux makes at most one of its two calls.
+// predWait is the target of the watches a waiter keeps on the claims it
+// waits behind; the first call it hears wins.
 type predWait struct {
+	once sync.Once
 	done chan struct{} // closed by keyDeleted or watchFailed
 	err  error         // written before done is closed: why the watch failed
 }
 
-func (p *predWait) keyDeleted(int64)      { close(p.done) }
-func (p *predWait) watchFailed(err error) { p.err = err; close(p.done) }
+func (p *predWait) keyDeleted(int64)      { p.once.Do(func() { close(p.done) }) }
+func (p *predWait) watchFailed(err error) { p.once.Do(func() { p.err = err; close(p.done) }) }
 
-// guarded sends, as retried does, a Txn whose compares own are the
-// claim's identity; it returns etcd's answer, or lostError if the claim is
-// gone.
+// guarded sends (see send) a Txn whose compares own are the claim's
+// identity and whose operations ops returns (called for each try); it
+// returns etcd's answer, or lostError if the claim is gone.
 func (a *acquisition) guarded(ctx context.Context, own []clientv3.Cmp, ops func() []clientv3.Op) (*clientv3.TxnResponse, error) {
-	resp, err := a.retried(ctx, own, ops)
+	resp, err := a.send(ctx, func(txn clientv3.Txn) clientv3.Txn { return txn.If(own...).Then(ops()...) })
 	if err == nil && !resp.Succeeded {
 		return nil, a.lostError()
 	}
 	return resp, err
 }
 
-// retried sends a Txn that runs the operations ops returns if the compares
-// cmps hold, again while etcd is merely out of reach (see retryAfter; ops
-// is called for each try), and returns etcd's answer.
-func (a *acquisition) retried(ctx context.Context, cmps []clientv3.Cmp, ops func() []clientv3.Op) (*clientv3.TxnResponse, error) {
-	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
-		resp, err := a.b.cli.Txn(ctx).If(cmps...).Then(ops()...).Commit()
+// send sends the Txn that build makes (called anew for each try) and
+// returns etcd's answer. While etcd is merely out of reach it tries again
+// (see retryAfter), with backoff.
+func (a *acquisition) send(ctx context.Context, build func(clientv3.Txn) clientv3.Txn) (*clientv3.TxnResponse, error) {
+	var bo backoff
+	for {
+		resp, err := build(a.b.cli.Txn(ctx)).Commit()
 		if err == nil {
 			return resp, nil
 		}
-		if err := a.retryAfter(ctx, err, backoff); err != nil {
+		if err := a.retryAfter(ctx, err, bo.next()); err != nil {
 			return nil, err
 		}
 	}

@@ -11,15 +11,9 @@ import (
 )
 
 // Watches of single claims, multiplexed on one stream. (The same stream
-// also carries the range watches of observations: watchrange.go.)
-//
-// A Backend watches two kinds of claim keys: its own claims, to learn that
-// one vanished without Release (its lease ended or was revoked, an operator
-// deleted it), and the claim just ahead of each of its fair waiters, to
-// wake that waiter when the claim goes. Each of those is a
-// watch on one key that delivers deletes only, so a release wakes only the
-// clients that care about that claim: the server sends one event per
-// handoff, not one per client.
+// also carries the range watches of observations: watchrange.go.) What a
+// Backend watches, and why, is in the package documentation ("Watches");
+// this file and watchstream.go are how.
 //
 // clientv3's Watcher is not used for them: it starts a goroutine for every
 // Watch call, and holding 10,000 locks must stay cheap. Instead each

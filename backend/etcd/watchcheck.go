@@ -67,7 +67,7 @@ func (m *mux) startChecksLocked() {
 // they succeed or the Backend is closed. It runs in a goroutine of its own
 // while there is work, and at most one at a time.
 func (m *mux) check() {
-	backoff := minBackoff
+	var bo backoff
 	for {
 		gaps, compacted := m.takeChecks()
 		var err error
@@ -80,20 +80,19 @@ func (m *mux) check() {
 			return
 		}
 		if err == nil {
-			backoff = minBackoff
+			bo.reset()
 			continue
 		}
 		m.mu.Lock()
 		m.gaps = append(gaps, m.gaps...) // retried first
 		m.compacted = append(compacted, m.compacted...)
 		m.mu.Unlock()
-		if !sleep(m.ctx, backoff) {
+		if !bo.wait(m.ctx) {
 			m.mu.Lock()
 			m.checking = false
 			m.mu.Unlock()
 			return
 		}
-		backoff = min(2*backoff, maxBackoff)
 	}
 }
 

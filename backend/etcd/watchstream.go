@@ -16,7 +16,7 @@ import (
 // until the Backend is closed or its etcd client is. It runs in its own
 // goroutine, started with the first watch.
 func (m *mux) run() {
-	backoff := minBackoff
+	var bo backoff
 	for {
 		if s := m.openStream(); s != nil {
 			m.serve(s)
@@ -24,7 +24,7 @@ func (m *mux) run() {
 			heard := s.heard
 			m.mu.Unlock()
 			if heard {
-				backoff = minBackoff
+				bo.reset()
 			}
 		}
 		if m.ctx.Err() != nil {
@@ -34,10 +34,9 @@ func (m *mux) run() {
 			m.stopForGood(fmt.Errorf("%w: etcd watch: the etcd client was closed", backend.ErrUnavailable))
 			return
 		}
-		if !sleep(m.ctx, backoff) {
+		if !bo.wait(m.ctx) {
 			return
 		}
-		backoff = min(2*backoff, maxBackoff)
 	}
 }
 

@@ -1,0 +1,102 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// Claims found under our name. A request finds its name taken only when a
+// write under it was applied by etcd after its sender stopped waiting for
+// it: most often an enqueue's own create, sent again after a lost reply
+// (see create); rarely an earlier acquisition's write applied later still
+// (registry.keepName keeps most such names out of use). The name is lent
+// to one acquisition at a time, so a claim under it bound to our lease is
+// no one else's. One policy follows from what each kind of request can
+// have sent:
+//
+//   - An enqueue, the only request sent again, takes over a claim that is
+//     one claim of ours - at every key, bound to our lease, with one
+//     create revision - and keeps its place in the queue (adopt). The
+//     reply that told what was ahead of it was lost, so the check of the
+//     permit count is made again (agreesAhead). Anything else under the
+//     name fails the Acquire, whose cleanup removes it.
+//   - A request that does not queue sent nothing before, so what it finds
+//     is a stray of an earlier acquisition: taken for a claim that blocks
+//     it, it would keep a TryAcquire out, and a waiting request would wait
+//     for it, bound to our own live lease, until ctx ends. It is removed
+//     by name and the request sent again (removeStray).
+
+// adopt takes over the claim an enqueue found under our name, if it is one
+// claim of ours, and checks the permit count against the claims ahead.
+func (a *acquisition) adopt(ctx context.Context) error {
+	ops := make([]clientv3.Op, len(a.keys))
+	for i, q := range a.keys {
+		// Not keys-only: etcd leaves the lease out of keys-only replies.
+		ops[i] = clientv3.OpGet(q.key)
+	}
+	resp, err := a.b.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return rpcError(ctx, "acquire", err)
+	}
+	var token int64
+	for i := range ops {
+		kvs := rangeKvs(resp, i)
+		if len(kvs) == 0 {
+			return a.lostError() // deleted since the enqueue saw it
+		}
+		if kvs[0].Lease != int64(a.req.Lease) || (token != 0 && kvs[0].CreateRevision != token) {
+			// Claim names embed their lease; only hand-made keys get here.
+			return fmt.Errorf("%w: etcd acquire %q: the claims under %s are not one claim of ours",
+				backend.ErrUnavailable, a.req.Key, a.e.key)
+		}
+		token = kvs[0].CreateRevision
+	}
+	a.setToken(token)
+	return a.agreesAhead(ctx)
+}
+
+// agreesAhead checks that the claim just ahead of ours at each key agrees
+// on the permit count (see agrees), as the enqueue reads it. One Txn reads
+// them all.
+func (a *acquisition) agreesAhead(ctx context.Context) error {
+	ops := make([]clientv3.Op, len(a.keys))
+	for i, q := range a.keys {
+		ops[i] = aheadOf(a.kind, q.dir, a.e.token)
+	}
+	resp, err := a.b.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return rpcError(ctx, "acquire", err)
+	}
+	for i := range ops {
+		if kvs := rangeKvs(resp, i); len(kvs) > 0 && !agrees(a.kind, string(kvs[0].Key)) {
+			return a.mismatchError()
+		}
+	}
+	return nil
+}
+
+// strayFound reports whether resp, the answer to reads whose last n are of
+// our name at each key (keys only), found a claim there.
+func (a *acquisition) strayFound(resp *clientv3.TxnResponse, n int) bool {
+	for i := len(resp.Responses) - n; i < len(resp.Responses); i++ {
+		if len(rangeKvs(resp, i)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// removeStray deletes by name what a request that does not queue found
+// under its name at any of its keys, so that it can be sent again. The
+// name is lent to this acquisition alone, so the delete removes no one's
+// claim (see deleteClaim).
+func (a *acquisition) removeStray(ctx context.Context) error {
+	if _, err := a.b.deleteClaim(ctx, a.e.allKeys(), 0); err != nil {
+		return rpcError(ctx, "acquire", err)
+	}
+	return nil
+}
