@@ -15,7 +15,7 @@ import (
 // an older claim that has not recorded one (for its rewrite), the first
 // waiter for any of the n holders, a later one for its predecessor (its
 // delete or rewrite), and while a claim of another kind is ahead for the
-// delete of the claim just ahead.
+// delete of the newest such claim, the one whose departure can free it.
 func TestCountedNext(t *testing.T) {
 	a := &acquisition{req: backend.AcquireRequest{Key: "k"}, kind: backend.Kind{Permits: 3}}
 	claim := func(name string, permit int) *mvccpb.KeyValue {
@@ -35,7 +35,7 @@ func TestCountedNext(t *testing.T) {
 		{"one not recorded", []*mvccpb.KeyValue{claim("3.3", backend.NoPermit), claim("2.3", 0)}, 0, []string{"d/3.3"}, true},
 		{"first waiter", []*mvccpb.KeyValue{claim("3.3", 1), claim("2.3", 0), claim("1.3", 2)}, 0, []string{"d/1.3", "d/2.3", "d/3.3"}, false},
 		{"later waiter", []*mvccpb.KeyValue{claim("4.3", backend.NoPermit), claim("3.3", 1), claim("2.3", 0), claim("1.3", 2)}, 0, []string{"d/4.3"}, true},
-		{"another kind", []*mvccpb.KeyValue{claim("3.3", 0), other}, 0, []string{"d/3.3"}, false},
+		{"another kind", []*mvccpb.KeyValue{claim("3.3", 0), other}, 0, []string{"d/2"}, false},
 		{"another count", []*mvccpb.KeyValue{claim("3.2", 0)}, 0, []string{"d/3.2"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
