@@ -186,7 +186,7 @@ func (c *LockClient) Inspect(ctx context.Context, key string) (LockInfo, error) 
 	if c.closed.Load() {
 		return LockInfo{}, ErrClosed
 	}
-	if err := validateKey(key); err != nil {
+	if err := backend.CheckKey(key); err != nil {
 		return LockInfo{}, err
 	}
 	info, err := c.be.Inspect(ctx, key)

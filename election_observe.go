@@ -38,7 +38,7 @@ func (e *Election) Observe(ctx context.Context) iter.Seq2[Leader, error] {
 			yield(Leader{}, ErrClosed)
 			return
 		}
-		if err := validateKey(e.name); err != nil {
+		if err := backend.CheckKey(e.name); err != nil {
 			yield(Leader{}, err)
 			return
 		}

@@ -8,10 +8,6 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// validateKey reports why key cannot name a lock, or nil. The error wraps
-// ErrInvalidKey.
-func validateKey(key string) error { return backend.CheckKey(key) }
-
 // keySet validates LockAll's keys and returns them sorted, or every problem
 // found (ErrInvalidKey for none, a duplicate or an invalid key;
 // ErrInvalidConfig for more than backend.MaxKeys).
@@ -26,7 +22,7 @@ func keySet(keys []string) ([]string, error) {
 	sorted := slices.Clone(keys)
 	slices.Sort(sorted)
 	for i, k := range sorted {
-		if err := validateKey(k); err != nil {
+		if err := backend.CheckKey(k); err != nil {
 			errs = append(errs, err)
 		}
 		if i > 0 && sorted[i-1] == k {

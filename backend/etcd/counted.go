@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -15,10 +14,10 @@ import (
 // Counted claims (n > 1 permits). A counted claim holds once fewer than n
 // claims are older than it (backend.Admits) and it has recorded its permit:
 // the lowest one that no older claim has recorded, which it picks only
-// once every older claim has recorded its own (backend.PermitFor): the older claims are all holders by then, so they
-// pick first, in token order. That keeps the permits of the holders
-// distinct without a lock, and makes the tokens issued for each permit
-// increase (a newer claim never picks before an older one).
+// once every older claim has recorded its own (backend.PermitFor): the
+// older claims are all holders by then, so they pick first, in token
+// order. That keeps the permits of the holders distinct without a lock,
+// and makes the tokens issued for each permit increase (a newer claim never picks before an older one).
 //
 // Waiting (backend.WaitFor) costs a constant number of requests per
 // admission, however many claims wait:
@@ -35,8 +34,10 @@ import (
 //
 // So a release wakes only the first waiter, and its admission only the
 // next one. While any older claim is of another kind (which can only be
-// there through the race described at agrees), a counted claim waits for
-// the delete of the claim just ahead, so that the kinds never hold at once.
+// there through the race described at agrees), the rule (backend.Admits)
+// does not admit a counted claim, and it waits for the delete of the
+// newest such claim (backend.WaitFor), so that the kinds never hold at
+// once.
 
 // waitCounted waits until the claim may hold a permit, then records it.
 // Each round reads, in a Txn guarded by our incarnation, up to n+1 of the
@@ -113,7 +114,7 @@ func (a *acquisition) countedNext(kvs []*mvccpb.KeyValue) (permit int, watch []s
 	}
 	q[i] = a.kind
 	key := func(j int) string { return string(kvs[i-1-j].Key) }
-	if backend.FreePrefix(q) > i && !slices.ContainsFunc(q[:i], func(k backend.Kind) bool { return k != a.kind }) {
+	if backend.FreePrefix(q) > i {
 		switch p, w := backend.PermitFor(permits, a.kind.Permits, i); {
 		case w >= 0:
 			return backend.NoPermit, []string{key(w)}, true, nil

@@ -47,10 +47,8 @@
 // create revision is its fencing token. Create revisions are etcd's
 // global, persistent revision counter, so tokens strictly increase per key
 // and survive client and server restarts. Who holds is the queue rule of
-// package backend (backend.Admits): an exclusive claim holds when it is
-// the oldest claim; a shared claim when no exclusive or counted claim is
-// older; a counted claim with n permits when fewer than n claims are older
-// and it has recorded the lowest permit no older claim holds. Inspect and
+// package backend (backend.Admits), and a counted claim holds once it has
+// also recorded the permit backend.PermitFor gives it. Inspect and
 // Observe hand the queue to backend.Describe. etcd's Txns test the rule
 // with compares on create revisions over a key range, which the kinds
 // choose (kind.go): every claim of the queue directory for an exclusive

@@ -41,13 +41,12 @@ type registry struct {
 // while it waits in the queue.
 //
 // holdDelay is short enough that a loss in a claim's first moments is
-// still reported within a few milliseconds (well within the 100 ms that
-// package ashlock aims for). It is not shorter because its timer is not
+// still reported within a few milliseconds. It is not shorter because its timer is not
 // free even when Release stops it in time: an idle Go runtime sleeps until
 // the earliest timer deadline it has seen, stopped or not, so a client
 // that takes and releases locks back to back is woken about once per
 // holdDelay for nothing. The delay is long enough to make those wake-ups
-// rare next to the lock cycle itself (BENCHMARKS.md, table 1).
+// rare next to the lock cycle itself.
 const (
 	holdDelay = 5 * time.Millisecond
 	waitDelay = time.Second

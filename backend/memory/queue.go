@@ -59,7 +59,7 @@ func (k *keyState) admitsNew(shared bool, n int32) bool {
 	switch {
 	case k == nil || k.queue.empty():
 		return true
-	case k.frontier != nil || k.permits != n:
+	case k.frontier != nil || k.mismatch(n):
 		return false
 	}
 	return k.admitsNext(shared, n)

@@ -213,7 +213,7 @@ func (a *acquisition) enqueued(res enqueueResult) error {
 			a.token = r.token
 		}
 	}
-	h := &holding{name: a.req.ID, lease: int64(a.req.Lease), onLost: a.req.OnLost}
+	h := &holding{name: a.req.ID, onLost: a.req.OnLost}
 	for _, k := range a.keys {
 		h.refs = append(h.refs, ref{key: k, token: a.token})
 	}

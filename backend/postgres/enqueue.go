@@ -67,24 +67,12 @@ func (a *acquisition) enqueueOnce(ctx context.Context, m insertMode) (res enqueu
 	if a.req.Keys != nil {
 		keysCol = a.keys
 	}
-	var value []byte
-	if a.req.Value != nil {
-		value = a.req.Value
-	}
-	var after []int64
-	if m.now {
-		after = m.after
-	}
-	permit := 0
-	if m.now {
-		permit = m.permit
-	}
 	var batch pgx.Batch
 	batch.Queue(s.lockKeys, a.keys)
 	batch.Queue(s.bumpToken, a.keys)
 	batch.Queue(s.reapSkip, a.keys)
 	batch.Queue(s.insert, a.keys, int64(a.req.Lease), a.req.ID, a.kind.Shared, a.kind.Permits,
-		a.req.Owner, value, keysCol, m.queue, after, m.now, permit)
+		a.req.Owner, a.req.Value, keysCol, m.queue, m.after, m.now, m.permit)
 	batch.Queue(s.readQueue, a.keys)
 	batch.Queue(s.status, int64(a.req.Lease))
 	// The batch may commit even if its reply is lost: clean up by name.

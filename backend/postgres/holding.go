@@ -13,7 +13,6 @@ import (
 type holding struct {
 	refs   []ref // one per key
 	name   string
-	lease  int64
 	onLost backend.LossListener
 	state  holdState
 }
@@ -76,8 +75,7 @@ func (h *hub) leave(c *holding) {
 	c.state = leaving
 }
 
-// find returns the holding of the claim with these refs' first row, if it
-// is this Backend's.
+// find returns the holding that owns row r, if it is this Backend's.
 func (h *hub) find(r ref) *holding {
 	h.mu.Lock()
 	defer h.mu.Unlock()

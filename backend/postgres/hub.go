@@ -194,17 +194,7 @@ func (h *hub) dispatch(e event) []lossCall {
 func (h *hub) resync() []*holding {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, m := range h.waiters {
-		for w := range m {
-			w.resync = true
-			signal(w.wake)
-		}
-	}
-	for _, m := range h.observers {
-		for o := range m {
-			signal(o.signal)
-		}
-	}
+	h.wakeAllLocked(true)
 	seen := make(map[*holding]bool)
 	var out []*holding
 	for _, c := range h.holders {
@@ -220,8 +210,16 @@ func (h *hub) resync() []*holding {
 func (h *hub) wakeAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.wakeAllLocked(false)
+}
+
+// wakeAllLocked signals every waiter and observer; with resync, each
+// waiter reads its queues again even if no event of its names came.
+// h.mu held.
+func (h *hub) wakeAllLocked(resync bool) {
 	for _, m := range h.waiters {
 		for w := range m {
+			w.resync = w.resync || resync
 			signal(w.wake)
 		}
 	}

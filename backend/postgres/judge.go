@@ -51,6 +51,7 @@ func (a *acquisition) judge(rows []queued, virtual bool) standing {
 			for j, r := range q {
 				if r.token == a.token && r.name == a.req.ID {
 					i = j
+					break
 				}
 			}
 			if i < 0 {

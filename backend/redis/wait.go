@@ -99,16 +99,7 @@ func (a *acquisition) standing(qs [][]queued) (standing, queued, error) {
 		ks := kinds(q)
 		if i < backend.FreePrefix(ks) {
 			if a.kind.Counted() {
-				permits := make([]int, i+1)
-				for j := range permits {
-					permits[j] = q[j].permit
-				}
-				p, wf := backend.PermitFor(permits, a.kind.Permits, i)
-				if wf >= 0 {
-					s.free = false
-					s.add(a.keys[k], q[wf], true)
-				}
-				s.permit = p
+				s.takePermit(a.keys[k], q, a.kind.Permits, i)
 			}
 			continue
 		}
@@ -116,6 +107,22 @@ func (a *acquisition) standing(qs [][]queued) (standing, queued, error) {
 		s.addWait(a.keys[k], q, backend.WaitFor(ks, i))
 	}
 	return s, own, nil
+}
+
+// takePermit records the permit a counted claim at index i of queue q of
+// key takes (backend.PermitFor), or, while a claim ahead has not recorded
+// its own, that claim's admission as what to wait for.
+func (s *standing) takePermit(key string, q []queued, n, i int) {
+	permits := make([]int, i)
+	for j := range permits {
+		permits[j] = q[j].permit
+	}
+	p, wf := backend.PermitFor(permits, n, i)
+	if wf >= 0 {
+		s.free = false
+		s.add(key, q[wf], true)
+	}
+	s.permit = p
 }
 
 // addWait adds what w says to wait for in queue q of key.

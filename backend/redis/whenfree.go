@@ -77,17 +77,7 @@ func (a *acquisition) standingNew(qs [][]queued, expect []string) standing {
 			continue
 		}
 		if a.kind.Counted() {
-			permits := make([]int, i+1)
-			for j := range q {
-				permits[j] = q[j].permit
-			}
-			permits[i] = backend.NoPermit
-			p, wf := backend.PermitFor(permits, a.kind.Permits, i)
-			if wf >= 0 {
-				s.free = false
-				s.add(a.keys[k], q[wf], true)
-			}
-			s.permit = p
+			s.takePermit(a.keys[k], q, a.kind.Permits, i)
 		}
 	}
 	return s
