@@ -18,8 +18,10 @@ import goredis "github.com/redis/go-redis/v9"
 //
 // with the owner label in field <id>:o and the value in <id>:v. Its place
 // in the queue is the member <id> of the sorted set {p}q:<key>, scored by
-// token. Its lease indexes it as "<id>\n<key>" in the set {p}lc:<lease>. Events go to the channel {p}events as
-// "<a|d|v> <token> <key>": admitted, departed, value set.
+// token. Its lease indexes it as "<id>\n<key>" in the set {p}lc:<lease>. Each event
+// of a claim, "<a|d|v> <token> <key>" (admitted, departed, value set), goes
+// to the key's channel {p}k:<key>, which its observers hear, and but for a
+// value to the claim's channel {p}e:<token>, which its waiters hear.
 
 // lib holds the functions every script shares; each script is lib followed
 // by its body.
@@ -39,7 +41,9 @@ local function unparse(r)
   return table.concat({r.t, r.l, r.n, r.sh, r.a, r.p, r.at, r.st}, ' ')
 end
 local function event(what, token, key)
-  redis.call('PUBLISH', tag .. 'events', what .. ' ' .. token .. ' ' .. key)
+  local m = what .. ' ' .. token .. ' ' .. key
+  if what ~= 'v' then redis.call('PUBLISH', tag .. 'e:' .. token, m) end
+  redis.call('PUBLISH', tag .. 'k:' .. key, m)
 end
 -- drop removes claim id at key, whatever its token, and reports its departure.
 local function drop(key, id)

@@ -11,7 +11,17 @@ import (
 // Backend that wait for it: Acquires waiting for claims ahead of theirs,
 // Observes, and holders to tell of a loss. Safe for concurrent use.
 type registry struct {
-	mu       sync.Mutex
+	lay layout
+	sub subscriber // nil: no connection (the registry's own tests)
+	// subMu orders changes of the subscriptions with the commands that
+	// make them; taken before mu.
+	subMu sync.Mutex
+
+	mu          sync.Mutex
+	chans       map[string]*chanSub
+	pinged      uint64 // the last ping sent
+	ponged      uint64 // the last ping answered
+	unconfirmed map[*watcher]struct{} // armed watchers holding an unconfirmed channel
 	byKey    map[string]map[*watcher]struct{}
 	byLease  map[backend.LeaseID]map[*watcher]struct{} // armed watchers only
 	disarmed map[*watcher]struct{}
@@ -20,8 +30,12 @@ type registry struct {
 	held     map[backend.LeaseID]*heldOn
 }
 
-func newRegistry() *registry {
+func newRegistry(lay layout, sub subscriber) *registry {
 	return &registry{
+		lay:         lay,
+		sub:         sub,
+		chans:       map[string]*chanSub{},
+		unconfirmed: map[*watcher]struct{}{},
 		byKey:    map[string]map[*watcher]struct{}{},
 		byLease:  map[backend.LeaseID]map[*watcher]struct{}{},
 		disarmed: map[*watcher]struct{}{},
@@ -54,6 +68,7 @@ type watcher struct {
 	any  bool // every event of its keys wakes it (an Observe)
 
 	// Guarded by registry.mu.
+	chans      []string // the channels it holds, kept from one arm to the next
 	armed      bool
 	want       map[claimEvent]bool // the claims waited for; true: their admission too
 	leases     []backend.LeaseID
@@ -74,8 +89,8 @@ const maxSeen = 64
 
 // hear records e, heard while w is disarmed. Guarded by registry.mu.
 func (w *watcher) hear(e claimEvent, what byte) {
-	if what != departed && what != admitted {
-		return
+	if what == valueSet && !w.any {
+		return // a value never frees a waiter
 	}
 	if len(w.seen) < maxSeen {
 		w.seen = append(w.seen, heard{e, what})
@@ -108,10 +123,18 @@ func (r *registry) watch(keys []string, any bool) *watcher {
 	return w
 }
 
-// unwatch forgets w.
+// unwatch forgets w, and the channels only it held.
 func (r *registry) unwatch(w *watcher) {
+	r.subMu.Lock()
+	defer r.subMu.Unlock()
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	_, drop, _ := r.retain(w, nil)
+	r.unwatchLocked(w)
+	r.mu.Unlock()
+	r.send(nil, drop, 0)
+}
+
+func (r *registry) unwatchLocked(w *watcher) {
 	r.disarmLocked(w)
 	delete(r.disarmed, w)
 	for _, k := range w.keys {
@@ -145,20 +168,38 @@ func (r *registry) disarmLocked(w *watcher) {
 	w.armed, w.want, w.leases = false, nil, nil
 	w.seen, w.seenLeases, w.stale = w.seen[:0], w.seenLeases[:0], false
 	r.disarmed[w] = struct{}{}
+	delete(r.unconfirmed, w)
+	// A signal still pending predates the read that follows.
+	select {
+	case <-w.wake:
+	default:
+	}
 }
 
 // arm ends a read: w now waits for what want names (for an Observe, any
-// event of its keys) and the end of leases. It reports false, leaving w disarmed, when something w now
+// event of its keys) and the end of leases, subscribing to the channels
+// that needs. It reports false, leaving w disarmed, when something w now
 // waits for was heard during the read: the read may be stale, so the
-// caller reads again at once.
+// caller reads again at once. When it subscribed to a channel, w is also
+// woken once the subscription is confirmed, to read again.
 func (r *registry) arm(w *watcher, want []wanted, leases []backend.LeaseID) bool {
+	r.subMu.Lock()
+	defer r.subMu.Unlock()
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if !r.armable(w, want, leases) {
 		// Start recording afresh for the read the caller makes now.
 		w.seen, w.seenLeases, w.stale = w.seen[:0], w.seenLeases[:0], false
+		r.mu.Unlock()
 		return false
 	}
+	add, drop, ping := r.retain(w, r.channels(w, want))
+	r.armLocked(w, want, leases)
+	r.mu.Unlock()
+	r.send(add, drop, ping)
+	return true
+}
+
+func (r *registry) armLocked(w *watcher, want []wanted, leases []backend.LeaseID) {
 	set := make(map[claimEvent]bool, len(want))
 	for _, e := range want {
 		set[e.claimEvent] = set[e.claimEvent] || e.admission
@@ -173,7 +214,9 @@ func (r *registry) arm(w *watcher, want []wanted, leases []backend.LeaseID) bool
 		}
 		m[w] = struct{}{}
 	}
-	return true
+	if !r.confirmed(w) {
+		r.unconfirmed[w] = struct{}{}
+	}
 }
 
 // armable reports whether nothing w heard while disarmed concerns what it
@@ -205,12 +248,18 @@ const (
 )
 
 // event dispatches what happened to a claim: admitted, departed or
-// valueSet. A waiter wakes for the departure of a claim it waits for, and
-// for its admission only if it said so; an Observe for anything.
-func (r *registry) event(e claimEvent, what byte) {
+// valueSet, heard on the key's channel (keyChannel) or the claim's. A
+// waiter wakes for the departure of a claim it waits for, and for its
+// admission only if it said so; an Observe for anything. Each hears only
+// its own kind of channel, so that an event reaching a Backend on both is
+// taken once.
+func (r *registry) event(e claimEvent, what byte, keyChannel bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for w := range r.byKey[e.key] {
+		if w.any != keyChannel {
+			continue
+		}
 		admissionToo, waited := w.want[e]
 		switch {
 		case !w.armed:

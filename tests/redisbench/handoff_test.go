@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -47,7 +49,13 @@ type handoffSetup func(b *testing.B, ctr *counter, prefix string, n int) []cycle
 // ashlock's reqs/handoff constant in N. ashlock-one-backend is not a
 // peer but a diagnosis: its N clients (N leases) share one Backend, so one
 // subscriber connection instead of N receives each event; the gap to
-// ashlock is what N subscribers in one process cost per handoff. Run with few iterations
+// ashlock is what N subscribers in one process cost per handoff. floor
+// is not a peer either but the physical bound (see floorHandoff): the
+// very commands of an ashlock handoff sent back to back by one client,
+// the rate handoffs would go at if waking the next holder were free.
+// subcmds/handoff counts the commands of Pub/Sub subscribers (SUBSCRIBE,
+// UNSUBSCRIBE, PING), which go-redis hooks do not see, from the server's
+// statistics. Run with few iterations
 // (-benchtime Nx): the polling locks are slow.
 func BenchmarkHandoff(b *testing.B) {
 	impls := []struct {
@@ -61,6 +69,7 @@ func BenchmarkHandoff(b *testing.B) {
 	}
 	for _, n := range waiterCounts {
 		b.Run(fmt.Sprintf("waiters=%d", n), func(b *testing.B) {
+			b.Run("impl=floor", func(b *testing.B) { floorHandoff(b, n) })
 			for _, impl := range impls {
 				b.Run("impl="+impl.name, func(b *testing.B) {
 					var ctr counter
@@ -219,13 +228,14 @@ func runHandoff(b *testing.B, ctr *counter, cycles []cycleFunc) {
 	}
 	err := await(warmed)
 	if err == nil {
-		before := ctr.requests()
+		before, subs := ctr.requests(), subCommands(b)
 		b.ResetTimer()
 		b.StartTimer()
 		err = await(finished)
 		b.StopTimer()
 		if err == nil {
 			b.ReportMetric(float64(ctr.requests()-before)/float64(b.N), "reqs/handoff")
+			b.ReportMetric(float64(subCommands(b)-subs)/float64(b.N), "subcmds/handoff")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "handoffs/s")
 		}
 	}
@@ -252,4 +262,27 @@ func (t *turns) taken() <-chan struct{} {
 	}
 	t.ch = make(chan struct{})
 	return t.ch
+}
+
+// subCommands returns how many SUBSCRIBE, UNSUBSCRIBE and PING commands
+// the server has run (INFO commandstats).
+func subCommands(b *testing.B) int64 {
+	info, err := newClient(b, nil).Info(runCtx(b), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n int64
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (name != "cmdstat_subscribe" && name != "cmdstat_unsubscribe" && name != "cmdstat_ping") {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		c, err := strconv.ParseInt(calls, 10, 64)
+		if err != nil {
+			b.Fatalf("commandstats: %q: %v", line, err)
+		}
+		n += c
+	}
+	return n
 }
