@@ -53,7 +53,11 @@ type handoffSetup func(b *testing.B, ctr *counter, prefix string, n int) []cycle
 // is not a peer either but the physical bound (see floorHandoff): the
 // very commands of an ashlock handoff sent back to back by one client,
 // the rate handoffs would go at if waking the next holder were free.
-// subcmds/handoff counts the commands of Pub/Sub subscribers (SUBSCRIBE,
+// Each implementation's row also gives floor-handoffs/s and
+// write-floor-handoffs/s, the floor's rates measured just before and
+// just after it (b.N floor handoffs each; the server's fsync time swings
+// with the machine's other disk work), and x-floor, its rate over the
+// floor's. subcmds/handoff counts the commands of Pub/Sub subscribers (SUBSCRIBE,
 // UNSUBSCRIBE, PING), which go-redis hooks do not see, from the server's
 // statistics. Run with few iterations
 // (-benchtime Nx): the polling locks are slow.
@@ -70,10 +74,16 @@ func BenchmarkHandoff(b *testing.B) {
 	for _, n := range waiterCounts {
 		b.Run(fmt.Sprintf("waiters=%d", n), func(b *testing.B) {
 			b.Run("impl=floor", func(b *testing.B) { floorHandoff(b, n) })
+			f := newFloor(b, n)
 			for _, impl := range impls {
 				b.Run("impl="+impl.name, func(b *testing.B) {
 					var ctr counter
-					runHandoff(b, &ctr, impl.setup(b, &ctr, newPrefix("handoff"), n))
+					cycles := impl.setup(b, &ctr, newPrefix("handoff"), n)
+					var around floorTime
+					around.add(b, f)
+					runHandoff(b, &ctr, cycles)
+					around.add(b, f)
+					around.report(b)
 				})
 			}
 		})
@@ -164,6 +174,31 @@ func redislockContenders(b *testing.B, ctr *counter, prefix string, n int) []cyc
 	return cycles
 }
 
+// floorTime adds up floor runs of b.N handoffs each, made around an
+// implementation's run.
+type floorTime struct {
+	chain, writes time.Duration
+	handoffs      int
+}
+
+func (t *floorTime) add(b *testing.B, f *floor) {
+	b.Helper()
+	c, w, err := f.measure(runCtx(b), b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t.chain, t.writes, t.handoffs = t.chain+c, t.writes+w, t.handoffs+b.N
+}
+
+// report reports the floor's rates beside the implementation's, reading
+// the handoffs/s it reported (its b.Elapsed).
+func (t *floorTime) report(b *testing.B) {
+	floorRate := float64(t.handoffs) / t.chain.Seconds()
+	b.ReportMetric(floorRate, "floor-handoffs/s")
+	b.ReportMetric(float64(t.handoffs)/t.writes.Seconds(), "write-floor-handoffs/s")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/floorRate, "x-floor")
+}
+
 // runHandoff runs the contenders until b.N handoffs have been timed. The
 // first len(cycles) acquisitions are a warm-up that fills the queue; the
 // timer and the request counts cover the next b.N acquisitions only, so
@@ -235,7 +270,7 @@ func runHandoff(b *testing.B, ctr *counter, cycles []cycleFunc) {
 		b.StopTimer()
 		if err == nil {
 			b.ReportMetric(float64(ctr.requests()-before)/float64(b.N), "reqs/handoff")
-			b.ReportMetric(float64(subCommands(b)-subs)/float64(b.N), "subcmds/handoff")
+			b.ReportMetric(float64(subCommands(b)-subs)/float64(b.N), "subs/handoff")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "handoffs/s")
 		}
 	}
@@ -264,8 +299,8 @@ func (t *turns) taken() <-chan struct{} {
 	return t.ch
 }
 
-// subCommands returns how many SUBSCRIBE, UNSUBSCRIBE and PING commands
-// the server has run (INFO commandstats).
+// subCommands returns how many SUBSCRIBE and UNSUBSCRIBE commands the
+// server has run (INFO commandstats).
 func subCommands(b *testing.B) int64 {
 	info, err := newClient(b, nil).Info(runCtx(b), "commandstats").Result()
 	if err != nil {
@@ -274,7 +309,7 @@ func subCommands(b *testing.B) int64 {
 	var n int64
 	for _, line := range strings.Split(info, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || (name != "cmdstat_subscribe" && name != "cmdstat_unsubscribe" && name != "cmdstat_ping") {
+		if !ok || (name != "cmdstat_subscribe" && name != "cmdstat_unsubscribe") {
 			continue
 		}
 		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
