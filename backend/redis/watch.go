@@ -19,15 +19,15 @@ type registry struct {
 
 	mu          sync.Mutex
 	chans       map[string]*chanSub
-	pinged      uint64 // the last ping sent
-	ponged      uint64 // the last ping answered
+	pinged      uint64                // the last ping sent
+	ponged      uint64                // the last ping answered
 	unconfirmed map[*watcher]struct{} // armed watchers holding an unconfirmed channel
-	byKey    map[string]map[*watcher]struct{}
-	byLease  map[backend.LeaseID]map[*watcher]struct{} // armed watchers only
-	disarmed map[*watcher]struct{}
-	claims   map[backend.LeaseID]map[*tracked]struct{}
-	byRef    map[claimRef]*tracked // holders, for Release
-	held     map[backend.LeaseID]*heldOn
+	byKey       map[string]map[*watcher]struct{}
+	byLease     map[backend.LeaseID]map[*watcher]struct{} // armed watchers only
+	disarmed    map[*watcher]struct{}
+	claims      map[backend.LeaseID]map[*tracked]struct{}
+	byRef       map[claimRef]*tracked // holders, for Release
+	held        map[backend.LeaseID]*heldOn
 }
 
 func newRegistry(lay layout, sub subscriber) *registry {
@@ -36,12 +36,12 @@ func newRegistry(lay layout, sub subscriber) *registry {
 		sub:         sub,
 		chans:       map[string]*chanSub{},
 		unconfirmed: map[*watcher]struct{}{},
-		byKey:    map[string]map[*watcher]struct{}{},
-		byLease:  map[backend.LeaseID]map[*watcher]struct{}{},
-		disarmed: map[*watcher]struct{}{},
-		claims:   map[backend.LeaseID]map[*tracked]struct{}{},
-		byRef:    map[claimRef]*tracked{},
-		held:     map[backend.LeaseID]*heldOn{},
+		byKey:       map[string]map[*watcher]struct{}{},
+		byLease:     map[backend.LeaseID]map[*watcher]struct{}{},
+		disarmed:    map[*watcher]struct{}{},
+		claims:      map[backend.LeaseID]map[*tracked]struct{}{},
+		byRef:       map[claimRef]*tracked{},
+		held:        map[backend.LeaseID]*heldOn{},
 	}
 }
 
