@@ -62,6 +62,7 @@ type handoffSetup func(b *testing.B, ctr *counter, prefix string, n int) []cycle
 // statistics. Run with few iterations
 // (-benchtime Nx): the polling locks are slow.
 func BenchmarkHandoff(b *testing.B) {
+	setFsync(b)
 	impls := []struct {
 		name  string
 		setup handoffSetup
