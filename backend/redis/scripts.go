@@ -202,6 +202,21 @@ for i, k in ipairs(keys) do out[i] = state(k, ARGV[2 + nk + i]) end
 return out
 `)
 
+// recordsScript returns the records of given claims, each named by a key
+// and a token: what a waiter checks of the claims it waits for.
+//
+// ARGV: tag, n, then n pairs key, token. Reply: per pair the claim's
+// record, or "" if no claim with that token is queued at that key.
+var recordsScript = goredis.NewScript(lib + `
+local out = {}
+for i = 1, tonumber(ARGV[2]) do
+  local k, t = ARGV[1 + 2 * i], ARGV[2 + 2 * i]
+  local ids = redis.call('ZRANGEBYSCORE', tag .. 'q:' .. k, t, t)
+  out[i] = ids[1] and redis.call('HGET', tag .. 'c:' .. k, ids[1]) or ''
+end
+return out
+`)
+
 // admitScript records that a claim holds its keys: its permit and the
 // time, compared on the claim's identity (id and token) at every key.
 //

@@ -11,9 +11,9 @@ import "slices"
 // A waiter learns which claim to wait for from a read, and subscribes
 // after it: a departure between the two would go unheard. So a new
 // channel counts as confirmed only once the server has answered a PING
-// sent after its SUBSCRIBE on the same connection, and a waiter that arms
-// on an unconfirmed channel is woken at that answer to read once more
-// (now heard if it departs). Pongs arrive in the order of the pings, and
+// sent after its SUBSCRIBE on the same connection, and a waiter whose
+// last read did not begin after that answer is woken once it has come,
+// to check once more (now heard if the claim departs). Pongs arrive in the order of the pings, and
 // a PING on a connection made after a reconnect follows the
 // resubscription of every channel, so a pong confirms every channel
 // subscribed before its ping, whichever connection that was on.
@@ -87,15 +87,29 @@ func (r *registry) retain(w *watcher, chs []string) (add, drop []string, ping ui
 	return add, drop, ping
 }
 
-// confirmed reports whether every channel w holds is confirmed. Guarded
-// by registry.mu.
-func (r *registry) confirmed(w *watcher) bool {
+// confirmedBy reports whether every channel w holds was confirmed by the
+// answer to ping seq or an earlier one. Guarded by registry.mu.
+func (r *registry) confirmedBy(w *watcher, seq uint64) bool {
 	for _, ch := range w.chans {
-		if s := r.chans[ch]; s != nil && s.pong > r.ponged {
+		if s := r.chans[ch]; s != nil && s.pong > seq {
 			return false
 		}
 	}
 	return true
+}
+
+// armConfirm makes sure w reads again once the server has confirmed its
+// channels, unless they were confirmed before its last read began: only
+// then did that read follow the subscriptions. A confirmation that came
+// during the read wakes it at once. Guarded by registry.mu.
+func (r *registry) armConfirm(w *watcher) {
+	switch {
+	case r.confirmedBy(w, w.readFrom):
+	case r.confirmedBy(w, r.ponged):
+		w.wakeFor(wokeConfirmed)
+	default:
+		r.unconfirmed[w] = struct{}{}
+	}
 }
 
 // send sends what retain decided. Called under registry.subMu, so that
@@ -113,7 +127,7 @@ func (r *registry) send(add, drop []string, ping uint64) {
 }
 
 // pong records the server's answer to ping seq and wakes the armed
-// watchers it confirms, which then read once more.
+// watchers it confirms, which then check once more what they wait for.
 func (r *registry) pong(seq uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -122,9 +136,9 @@ func (r *registry) pong(seq uint64) {
 	}
 	r.ponged = seq
 	for w := range r.unconfirmed {
-		if r.confirmed(w) {
+		if r.confirmedBy(w, seq) {
 			delete(r.unconfirmed, w)
-			w.signal()
+			w.wakeFor(wokeConfirmed)
 		}
 	}
 }

@@ -52,10 +52,12 @@ type claimEvent struct {
 }
 
 // wanted is what a waiter waits for of one claim: its departure, and its
-// admission too when admission is set.
+// admission too when admission is set. admitted is whether the claim was
+// admitted when read.
 type wanted struct {
 	claimEvent
 	admission bool
+	admitted  bool
 }
 
 // watcher is one goroutine waiting for events. Between disarm and arm it
@@ -70,6 +72,8 @@ type watcher struct {
 	// Guarded by registry.mu.
 	chans      []string // the channels it holds, kept from one arm to the next
 	armed      bool
+	woke       byte   // why it was last signalled since armed: 0, wokeEvent or wokeConfirmed
+	readFrom   uint64 // the last ping answered when its last read began
 	want       map[claimEvent]bool // the claims waited for; true: their admission too
 	leases     []backend.LeaseID
 	seen       []heard
@@ -99,6 +103,20 @@ func (w *watcher) hear(e claimEvent, what byte) {
 	}
 }
 
+// Why a watcher was signalled.
+const (
+	wokeEvent     = 'e' // an event, a lease's end or a resubscription
+	wokeConfirmed = 'c' // only the confirmation of its subscriptions
+)
+
+// wake signals w for why. Guarded by registry.mu.
+func (w *watcher) wakeFor(why byte) {
+	if w.woke != wokeEvent {
+		w.woke = why
+	}
+	w.signal()
+}
+
 func (w *watcher) signal() {
 	select {
 	case w.wake <- struct{}{}:
@@ -111,6 +129,7 @@ func (r *registry) watch(keys []string, any bool) *watcher {
 	w := &watcher{wake: make(chan struct{}, 1), keys: keys, any: any}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	w.readFrom = r.ponged
 	for _, k := range keys {
 		m := r.byKey[k]
 		if m == nil {
@@ -167,6 +186,7 @@ func (r *registry) disarmLocked(w *watcher) {
 	}
 	w.armed, w.want, w.leases = false, nil, nil
 	w.seen, w.seenLeases, w.stale = w.seen[:0], w.seenLeases[:0], false
+	w.readFrom = r.ponged
 	r.disarmed[w] = struct{}{}
 	delete(r.unconfirmed, w)
 	// A signal still pending predates the read that follows.
@@ -189,6 +209,7 @@ func (r *registry) arm(w *watcher, want []wanted, leases []backend.LeaseID) bool
 	if !r.armable(w, want, leases) {
 		// Start recording afresh for the read the caller makes now.
 		w.seen, w.seenLeases, w.stale = w.seen[:0], w.seenLeases[:0], false
+		w.woke = wokeEvent
 		r.mu.Unlock()
 		return false
 	}
@@ -205,7 +226,7 @@ func (r *registry) armLocked(w *watcher, want []wanted, leases []backend.LeaseID
 		set[e.claimEvent] = set[e.claimEvent] || e.admission
 	}
 	delete(r.disarmed, w)
-	w.armed, w.want, w.leases = true, set, leases
+	w.armed, w.want, w.leases, w.woke = true, set, leases, 0
 	for _, l := range leases {
 		m := r.byLease[l]
 		if m == nil {
@@ -214,9 +235,15 @@ func (r *registry) armLocked(w *watcher, want []wanted, leases []backend.LeaseID
 		}
 		m[w] = struct{}{}
 	}
-	if !r.confirmed(w) {
-		r.unconfirmed[w] = struct{}{}
-	}
+	r.armConfirm(w)
+}
+
+// onlyConfirmed reports whether the last wake of w since it was armed was
+// only the confirmation of its subscriptions.
+func (r *registry) onlyConfirmed(w *watcher) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return w.woke == wokeConfirmed
 }
 
 // armable reports whether nothing w heard while disarmed concerns what it
@@ -265,7 +292,7 @@ func (r *registry) event(e claimEvent, what byte, keyChannel bool) {
 		case !w.armed:
 			w.hear(e, what)
 		case w.any || (waited && (what == departed || admissionToo)):
-			w.signal()
+			w.wakeFor(wokeEvent)
 		}
 	}
 }
@@ -278,7 +305,7 @@ func (r *registry) resubscribed() {
 	for _, m := range r.byKey {
 		for w := range m {
 			w.stale = true
-			w.signal()
+			w.wakeFor(wokeEvent)
 		}
 	}
 }
@@ -297,7 +324,7 @@ func (r *registry) leaseEnded(id backend.LeaseID) bool {
 		}
 	}
 	for w := range r.byLease[id] {
-		w.signal()
+		w.wakeFor(wokeEvent)
 	}
 	return len(r.byLease[id]) > 0 || len(r.claims[id]) > 0
 }

@@ -34,9 +34,9 @@ func TestEventsWakeOnlyTheWaitersTheyConcern(t *testing.T) {
 	counted := r.watch([]string{"k"}, false)
 	obs := r.watch([]string{"k"}, true)
 	other := r.watch([]string{"other"}, true)
-	assert.True(t, r.arm(next, []wanted{{ev("k", 1), false}}, nil))
-	assert.True(t, r.arm(later, []wanted{{ev("k", 2), false}}, nil))
-	assert.True(t, r.arm(counted, []wanted{{ev("k", 1), true}}, nil))
+	assert.True(t, r.arm(next, []wanted{{ev("k", 1), false, false}}, nil))
+	assert.True(t, r.arm(later, []wanted{{ev("k", 2), false, false}}, nil))
+	assert.True(t, r.arm(counted, []wanted{{ev("k", 1), true, false}}, nil))
 	assert.True(t, r.arm(obs, nil, nil))
 	assert.True(t, r.arm(other, nil, nil))
 
@@ -67,16 +67,16 @@ func TestEventsHeardDuringAReadAreNotMissed(t *testing.T) {
 	w := r.watch([]string{"k"}, false)
 	both(r, ev("k", 7), departed) // while the waiter reads
 	both(r, ev("k", 8), admitted)
-	assert.False(t, r.arm(w, []wanted{{ev("k", 7), false}}, nil), "the read may have missed a departure it waits for")
+	assert.False(t, r.arm(w, []wanted{{ev("k", 7), false, false}}, nil), "the read may have missed a departure it waits for")
 	// arm cleared what it had heard: the next read starts afresh.
-	assert.True(t, r.arm(w, []wanted{{ev("k", 7), false}}, nil))
+	assert.True(t, r.arm(w, []wanted{{ev("k", 7), false, false}}, nil))
 
 	r.disarm(w)
 	both(r, ev("k", 8), admitted)
-	assert.True(t, r.arm(w, []wanted{{ev("k", 8), false}}, nil), "an admission it does not wait for")
+	assert.True(t, r.arm(w, []wanted{{ev("k", 8), false, false}}, nil), "an admission it does not wait for")
 	r.disarm(w)
 	both(r, ev("k", 8), admitted)
-	assert.False(t, r.arm(w, []wanted{{ev("k", 8), true}}, nil), "an admission it waits for")
+	assert.False(t, r.arm(w, []wanted{{ev("k", 8), true, false}}, nil), "an admission it waits for")
 
 	r.disarm(w)
 	r.leaseEnded(3)
@@ -110,10 +110,10 @@ func TestResubscriptionMakesEveryWaiterReadAgain(t *testing.T) {
 	r := newRegistry(layout{tag: "{t}"}, nil)
 	armed := r.watch([]string{"a"}, false)
 	reading := r.watch([]string{"b"}, false)
-	assert.True(t, r.arm(armed, []wanted{{ev("a", 1), false}}, nil))
+	assert.True(t, r.arm(armed, []wanted{{ev("a", 1), false, false}}, nil))
 	r.resubscribed()
 	assert.True(t, woken(armed))
-	assert.False(t, r.arm(reading, []wanted{{ev("b", 1), false}}, nil), "a read under way may have missed events")
+	assert.False(t, r.arm(reading, []wanted{{ev("b", 1), false, false}}, nil), "a read under way may have missed events")
 }
 
 func TestLossReachesHoldersOnce(t *testing.T) {
@@ -188,15 +188,23 @@ func TestWaitersSubscribeToTheClaimsTheyWaitForAndReadAgainOnceConfirmed(t *test
 	b := r.watch([]string{"k"}, false)
 	obs := r.watch([]string{"k"}, true)
 
-	assert.True(t, r.arm(a, []wanted{{ev("k", 1), false}}, nil))
+	assert.True(t, r.arm(a, []wanted{{ev("k", 1), false, false}}, nil))
 	assert.Equal(t, []string{lay.claimChannel(1)}, f.subs)
 	assert.Equal(t, []uint64{1}, f.pings)
 	assert.False(t, woken(a), "woken before the subscription is confirmed")
 	r.pong(1)
 	assert.True(t, woken(a), "not woken to read again once its channel is confirmed")
+	assert.True(t, r.onlyConfirmed(a))
+	r.disarm(a)
+	assert.True(t, r.arm(a, []wanted{{ev("k", 1), false, false}}, nil))
+	assert.False(t, r.onlyConfirmed(a), "arm keeps the last wake's reason")
+	r.event(ev("k", 1), departed, false)
+	assert.True(t, woken(a))
+	assert.False(t, r.onlyConfirmed(a), "an event taken for a confirmation")
 
 	// A second waiter for the same claim shares the channel, confirmed.
-	assert.True(t, r.arm(b, []wanted{{ev("k", 1), false}}, nil))
+	r.disarm(b) // its read starts after the event
+	assert.True(t, r.arm(b, []wanted{{ev("k", 1), false, false}}, nil))
 	assert.Len(t, f.subs, 1, "a channel subscribed twice")
 	r.pong(1)
 	assert.False(t, woken(b))
@@ -204,7 +212,7 @@ func TestWaitersSubscribeToTheClaimsTheyWaitForAndReadAgainOnceConfirmed(t *test
 	// Re-armed for another claim: the new channel is subscribed, the old
 	// one kept while b holds it.
 	r.disarm(a)
-	assert.True(t, r.arm(a, []wanted{{ev("k", 2), false}}, nil))
+	assert.True(t, r.arm(a, []wanted{{ev("k", 2), false, false}}, nil))
 	assert.Equal(t, []string{lay.claimChannel(1), lay.claimChannel(2)}, f.subs)
 	assert.Empty(t, f.unsubs)
 	r.unwatch(b)
@@ -216,7 +224,7 @@ func TestWaitersSubscribeToTheClaimsTheyWaitForAndReadAgainOnceConfirmed(t *test
 	r.reconfirm()
 	assert.Equal(t, []uint64{1, 2, 3}, f.pings)
 	r.disarm(a)
-	assert.True(t, r.arm(a, []wanted{{ev("k", 2), false}}, nil))
+	assert.True(t, r.arm(a, []wanted{{ev("k", 2), false, false}}, nil))
 	r.pong(3)
 	assert.True(t, woken(a))
 
@@ -228,4 +236,19 @@ func TestWaitersSubscribeToTheClaimsTheyWaitForAndReadAgainOnceConfirmed(t *test
 	assert.ElementsMatch(t, []string{lay.claimChannel(1), lay.claimChannel(2), lay.keyChannel("k")}, f.unsubs)
 	assert.Empty(t, r.chans)
 	assert.Empty(t, r.unconfirmed)
+}
+
+func TestAConfirmationDuringAReadIsNotTakenForOneBeforeIt(t *testing.T) {
+	r := newRegistry(layout{tag: "{t}"}, &fakeSub{})
+	c := r.watch([]string{"k"}, false)
+	assert.True(t, r.arm(c, []wanted{{ev("k", 9), false, false}}, nil))
+	r.disarm(c) // woken by something else: reads while the SUBSCRIBE is on its way
+	r.pong(1)
+	assert.True(t, r.arm(c, []wanted{{ev("k", 9), false, false}}, nil))
+	assert.True(t, woken(c), "a read that may precede the subscription taken as confirmed")
+	assert.True(t, r.onlyConfirmed(c))
+	r.disarm(c)
+	assert.True(t, r.arm(c, []wanted{{ev("k", 9), false, false}}, nil))
+	assert.False(t, woken(c), "woken after a read that followed the confirmation")
+	r.unwatch(c)
 }

@@ -200,6 +200,46 @@ func (t *floorTime) report(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/floorRate, "x-floor")
 }
 
+// probeEvery paces the probe's writes: often enough to sample the
+// server's write latency many times a second, rarely enough to add little
+// to the load it measures.
+const probeEvery = 5 * time.Millisecond
+
+// startProbe starts writing to a key of its own, one write at a time,
+// every probeEvery, on a client of its own, and returns the function that
+// stops it and returns the median time a write took: one round trip and
+// the wait for the fsync (appendfsync always) that the write joins, the
+// least a durable handoff can cost at that moment.
+func startProbe(b *testing.B) func() time.Duration {
+	c := newClient(b, nil)
+	key := newPrefix("probe") + "n"
+	ctx, stop := context.WithCancel(runCtx(b))
+	var took []time.Duration
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(probeEvery)
+		defer tick.Stop()
+		for {
+			start := time.Now()
+			if c.Incr(ctx, key).Err() != nil {
+				return // stopped
+			}
+			took = append(took, time.Since(start))
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() time.Duration {
+		stop()
+		<-done
+		return percentile(took, 0.5)
+	}
+}
+
 // runHandoff runs the contenders until b.N handoffs have been timed. The
 // first len(cycles) acquisitions are a warm-up that fills the queue; the
 // timer and the request counts cover the next b.N acquisitions only, so
@@ -265,11 +305,15 @@ func runHandoff(b *testing.B, ctr *counter, cycles []cycleFunc) {
 	err := await(warmed)
 	if err == nil {
 		before, subs := ctr.requests(), subCommands(b)
+		probing := startProbe(b)
 		b.ResetTimer()
 		b.StartTimer()
 		err = await(finished)
 		b.StopTimer()
+		write := probing()
 		if err == nil {
+			b.ReportMetric(ms(write), "write-ms")
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()*write.Seconds(), "handoffs/write")
 			b.ReportMetric(float64(ctr.requests()-before)/float64(b.N), "reqs/handoff")
 			b.ReportMetric(float64(subCommands(b)-subs)/float64(b.N), "subs/handoff")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "handoffs/s")
