@@ -72,8 +72,8 @@ type watcher struct {
 	// Guarded by registry.mu.
 	chans      []string // the channels it holds, kept from one arm to the next
 	armed      bool
-	woke       byte   // why it was last signalled since armed: 0, wokeEvent or wokeConfirmed
-	readFrom   uint64 // the last ping answered when its last read began
+	woke       byte                // why it was last signalled since armed: 0, wokeEvent or wokeConfirmed
+	readFrom   uint64              // the last ping answered when its last read began
 	want       map[claimEvent]bool // the claims waited for; true: their admission too
 	leases     []backend.LeaseID
 	seen       []heard
