@@ -17,7 +17,7 @@ const (
 	revokeAttempts = 8
 	revokeRetry    = 250 * time.Millisecond
 	revokeBudget   = 4 * time.Second // all attempts of one revocation
-	// terminateTimeout bounds a pg_terminate_backend.
+	// terminateTimeout bounds a pg_terminate_backend or a CLIENT KILL.
 	terminateTimeout = 4 * time.Second
 	// listenerGrace is how long after the server is back, or after its
 	// connections were ended, the observer's listener may still be
@@ -204,7 +204,7 @@ func (inj *injector) apply(ctx context.Context, f fault) func() error {
 		return inj.serverFault(ctx, f)
 	case faultBlackhole, faultDelay:
 		return inj.disturb(ctx, f)
-	case faultTerminate:
+	case faultTerminate, faultClientKill:
 		inj.terminate(ctx, f)
 		return nil
 	case faultRevoke:
@@ -292,7 +292,8 @@ func (inj *injector) disturb(ctx context.Context, f fault) func() error {
 }
 
 // terminate ends every connection of one holder's (its pool's and its
-// Backend's listener's) with pg_terminate_backend.
+// Backend's listener's or subscriber's) from the server's side:
+// pg_terminate_backend on PostgreSQL, CLIENT KILL on Redis.
 func (inj *injector) terminate(ctx context.Context, f fault) {
 	h := inj.aim(ctx, f)
 	if h < 0 {
