@@ -58,6 +58,7 @@ func (h *harness) check(t *testing.T, res *runResult, resrc *resource, regHist *
 		seen, problems := h.obs.snapshot()
 		res.elect = checkElection(res.cfg.name, h.elReg, h.elAcqs.snapshot(), seen, healed, res.cfg.prof.ttl)
 		res.elect.excuseGaps(h.elAcqs.snapshot(), h.inj.listenerGaps())
+		res.elect.markHeld(h.elAcqs.snapshot(), h.inj.observerHeld())
 		if res.cfg.store == storePostgres {
 			res.elect.allowCoalescing()
 		}
