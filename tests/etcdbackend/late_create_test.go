@@ -59,3 +59,27 @@ func TestLateCreateLeavesNoStray(t *testing.T) {
 		})
 	}
 }
+
+// A fair Acquire whose first create got no answer sends it again and holds
+// the key; that first try, applied only after the claim's release, makes
+// nothing (the Acquire moved its lease's fence once it had an answer), so
+// the key is free for another client while the lease lives.
+func TestLateFirstTryOfRetriedEnqueueMakesNothing(t *testing.T) {
+	prefix := uniquePrefix(t)
+	lc := newLateCreate(t, prefix)
+	b, cli := newBackend(t, shared, prefix, lc.configure)
+	other, _ := newBackend(t, shared, prefix)
+	l, lo := grant(t, b, 30*time.Second), grant(t, other, 30*time.Second)
+
+	lc.armed.Store(true)
+	c := acquire(t, b, request("k", l, "retried"))
+	release(t, b, c)
+	require.Empty(t, keys(t, cli, prefix+"claims/"), "claims after the release")
+	applied, _ := lc.apply(t)
+	require.NotNil(t, applied, "the late first try was refused")
+	require.False(t, applied.Succeeded, "the late first try's compares")
+	require.Empty(t, keys(t, cli, prefix+"claims/"), "claims after the late first try")
+
+	o := acquire(t, other, request("k", lo, "other"))
+	release(t, other, o)
+}
