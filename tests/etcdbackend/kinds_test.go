@@ -141,9 +141,14 @@ func TestWriterReleaseWakesReaders(t *testing.T) {
 		got = append(got, r.claim)
 	}
 	// The release, and per reader one check Txn (the reads that start
-	// loss watches are left out, see checks); one event per reader.
+	// loss watches are left out, see checks); one event per reader, and
+	// at most one for the writer's own loss watch: Release cancels that
+	// watch on the watch stream before it sends the delete, but etcd
+	// may apply the delete before it reads the cancel, and then sends
+	// the event anyway. Nothing reaches the second writer or the last
+	// reader.
 	assert.LessOrEqual(t, wc.checks()-checks, int64(1+readers), "requests")
-	assert.LessOrEqual(t, wc.events.Load()-events, int64(readers), "watch events")
+	assert.LessOrEqual(t, wc.events.Load()-events, int64(readers+1), "watch events")
 	// A grace window, not a wait for an event: nothing reaches the second
 	// writer or the last reader here (their watches are of claims that
 	// stay), so there is nothing to wait on; 50 ms give a wrong admission
