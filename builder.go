@@ -21,9 +21,7 @@ import (
 type LockBuilder struct {
 	client      *LockClient
 	key         string
-	keys        []string // LockAll's keys, sorted; nil for Lock and for LockAll of one key
-	keysErr     error    // what LockAll found wrong with its keys
-	all         bool     // made by LockAll
+	keys        []string // LockAll's keys, sorted (not nil, even if none); nil for Lock
 	owner       string
 	value       []byte
 	permits     int // as given to WithPermits; 0 when not set (one)
@@ -112,37 +110,38 @@ func (b *LockBuilder) WithValue(v []byte) *LockBuilder {
 	return &nb
 }
 
-// settings validates the builder and returns the effective TTL and
-// renewal interval, or every problem found.
-func (b *LockBuilder) settings() (ttl, interval time.Duration, err error) {
+// request validates the builder and returns the request it makes (each
+// attempt adds its claim ID, lease, Wait and OnLost) with the effective TTL
+// and renewal interval, or every problem found.
+//
+// The root checks the request although every Backend checks it again: a
+// bad one then costs no lease grant, its problems are reported with the
+// TTL's and the interval's all at once, and a Backend passed to
+// ConnectWith that does not check (the conformance suite does not test
+// bad input) never sees one.
+func (b *LockBuilder) request() (req backend.AcquireRequest, ttl, interval time.Duration, err error) {
+	c := b.client
+	req = backend.AcquireRequest{Key: b.key, Keys: b.keys, Shared: b.shared, Permits: b.permits, Value: b.value,
+		Owner: cmp.Or(b.owner, c.owner), Fair: b.fair, Stamp: c.stampFn}
 	var errs []error
-	if b.permitsSet && b.permits < 1 {
+	if b.permitsSet && b.permits == 0 {
 		// The request reads 0 as one permit; the builder refuses it.
-		errs = append(errs, fmt.Errorf("%w: %d permits, not in 1..%d", ErrInvalidConfig, b.permits, backend.MaxPermits))
-	}
-	req := backend.AcquireRequest{Key: b.key, Shared: b.shared, Permits: max(b.permits, 0), Value: b.value, Owner: b.owner}
-	if b.all {
-		req.Keys = b.keys
-		if req.Keys == nil {
-			req.Keys = []string{b.key} // LockAll of one key still refuses permits
-		}
-		if b.keysErr != nil {
-			// keySet reported the keys; check the rest against a stand-in.
-			errs = append(errs, b.keysErr)
-			req.Key, req.Keys = "k", []string{"k"}
-		}
+		errs = append(errs, fmt.Errorf("%w: 0 permits, not in 1..%d", ErrInvalidConfig, backend.MaxPermits))
 	}
 	if err := backend.CheckRequest(&req); err != nil {
 		errs = append(errs, err)
 	}
-	ttl = cmp.Or(b.client.cfg.DefaultTTL, defaultTTL)
+	if len(req.Keys) == 1 {
+		req.Keys = nil // LockAll of one key is checked as one (no permits) and taken as a plain Lock
+	}
+	ttl = cmp.Or(c.cfg.DefaultTTL, defaultTTL)
 	if b.ttlSet {
 		ttl = b.ttl
 		if ttl <= 0 {
 			errs = append(errs, fmt.Errorf("%w: %v", ErrInvalidTTL, ttl))
 		}
 	}
-	interval = b.client.cfg.WatchdogInterval
+	interval = c.cfg.WatchdogInterval
 	if b.intervalSet {
 		interval = b.interval
 		if interval <= 0 {
@@ -155,7 +154,7 @@ func (b *LockBuilder) settings() (ttl, interval time.Duration, err error) {
 	case interval >= ttl && ttl > 0:
 		errs = append(errs, fmt.Errorf("%w: watchdog interval %v is not below the TTL %v", ErrInvalidConfig, interval, ttl))
 	}
-	return ttl, interval, errors.Join(errs...)
+	return req, ttl, interval, errors.Join(errs...)
 }
 
 // Acquire takes the lock, waiting as long as ctx allows. It waits without
@@ -169,19 +168,15 @@ func (b *LockBuilder) settings() (ttl, interval time.Duration, err error) {
 // ErrLeaseExpired, or -
 // when ctx ends while waiting - an error for which errors.Is(err, ctx.Err())
 // holds and which is not ErrLocked.
-func (b *LockBuilder) Acquire(ctx context.Context) (*Guard, error) {
-	s, err := b.acquire(ctx, true)
-	if err != nil {
-		return nil, err
-	}
-	return newGuard(s), nil
-}
+func (b *LockBuilder) Acquire(ctx context.Context) (*Guard, error) { return b.guard(ctx, true) }
 
 // TryAcquire takes the lock if it is free now and fails with ErrLocked
 // otherwise, leaving nothing behind. It blocks for about one backend round
 // trip. Other errors are those of Acquire.
-func (b *LockBuilder) TryAcquire(ctx context.Context) (*Guard, error) {
-	s, err := b.acquire(ctx, false)
+func (b *LockBuilder) TryAcquire(ctx context.Context) (*Guard, error) { return b.guard(ctx, false) }
+
+func (b *LockBuilder) guard(ctx context.Context, wait bool) (*Guard, error) {
+	s, err := b.acquire(ctx, wait)
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +226,7 @@ func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*guardState, erro
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	ttl, interval, err := b.settings()
+	req, ttl, interval, err := b.request()
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +244,7 @@ func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*guardState, erro
 	// recovers by itself; the bound stops a store that keeps dropping leases
 	// from looping forever.
 	for attempt := 1; ; attempt++ {
-		s, err := c.acquireOnce(ctx, b, leaseKey{ttl, interval}, wait, timed)
+		s, err := c.acquireOnce(ctx, req, leaseKey{ttl, interval}, wait, timed)
 		if err == nil {
 			c.metrics.acquired(start, wait)
 			return s, nil
@@ -262,9 +257,9 @@ func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*guardState, erro
 	}
 }
 
-// acquireOnce makes one attempt with one lease. timed says whether a
-// metrics SDK records durations, as decided once per Acquire.
-func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseKey, wait, timed bool) (*guardState, error) {
+// acquireOnce makes one attempt at req with one lease. timed says whether
+// a metrics SDK records durations, as decided once per Acquire.
+func (c *LockClient) acquireOnce(ctx context.Context, req backend.AcquireRequest, key leaseKey, wait, timed bool) (*guardState, error) {
 	s := &guardState{client: c}
 	l, err := c.wd.join(ctx, key, s)
 	if err != nil {
@@ -272,20 +267,7 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 	}
 	s.lease = l
 
-	req := backend.AcquireRequest{
-		Key:     b.key,
-		Keys:    b.keys,
-		Shared:  b.shared,
-		Permits: b.permits,
-		Value:   b.value,
-		ID:      c.claimID(),
-		Lease:   l.id,
-		Owner:   cmp.Or(b.owner, c.owner),
-		Wait:    wait,
-		Fair:    b.fair,
-		Stamp:   c.stampFn,
-		OnLost:  (*lossListener)(s),
-	}
+	req.ID, req.Lease, req.Wait, req.OnLost = c.claimID(), l.id, wait, (*lossListener)(s)
 	actx := ctx
 	if wait && !c.local {
 		// While waiting, the guard is registered with its lease: if the lease
@@ -333,7 +315,7 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 		if c.closed.Load() {
 			return nil, ErrClosed
 		}
-		return nil, fmt.Errorf("%w: lease lost while acquiring %q", ErrLeaseExpired, b.key)
+		return nil, fmt.Errorf("%w: lease lost while acquiring %q", ErrLeaseExpired, req.Key)
 	}
 	return s, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -168,13 +169,12 @@ func (c *LockClient) Lock(key string) *LockBuilder {
 // is ErrInvalidConfig. Uncontended, taking and releasing cost one backend
 // round trip each, whatever the number of keys.
 func (c *LockClient) LockAll(keys ...string) *LockBuilder {
-	b := &LockBuilder{client: c, fair: true, all: true}
-	b.keys, b.keysErr = keySet(keys)
-	if len(b.keys) > 0 {
-		b.key = b.keys[0]
-	}
-	if len(b.keys) == 1 {
-		b.keys = nil // one key is a plain Lock
+	// Checked by Acquire (backend.CheckRequest), with the other options.
+	sorted := append([]string{}, keys...)
+	slices.Sort(sorted)
+	b := &LockBuilder{client: c, fair: true, keys: sorted}
+	if len(sorted) > 0 {
+		b.key = sorted[0]
 	}
 	return b
 }
