@@ -332,15 +332,16 @@ func (c *LockClient) acquireError(ctx context.Context, l *lease, err error) erro
 	if errors.Is(err, ErrLeaseExpired) {
 		// The backend no longer knows the lease or dropped the claim. Make
 		// sure the pool stops handing the lease out if it is really gone.
-		c.checkLease(l)
+		c.checkLease(ctx, l)
 	}
 	return withCtx(ctx, err)
 }
 
 // checkLease asks the backend whether l still exists and poisons it at
-// once if not, so that the next attempt gets a fresh lease.
-func (c *LockClient) checkLease(l *lease) {
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+// once if not, so that the next attempt gets a fresh lease. It is bounded
+// by ctx, the Acquire's: once that has ended there is no next attempt.
+func (c *LockClient) checkLease(ctx context.Context, l *lease) {
+	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
 	if _, err := c.be.KeepAlive(ctx, l.id); errors.Is(err, ErrLeaseExpired) {
 		c.wd.loseLease(l, err)
