@@ -119,20 +119,23 @@ func (b *LockBuilder) WithValue(v []byte) *LockBuilder {
 // TTL's and the interval's all at once, and a Backend passed to
 // ConnectWith that does not check (the conformance suite does not test
 // bad input) never sees one.
-func (b *LockBuilder) request() (req backend.AcquireRequest, ttl, interval time.Duration, err error) {
+func (b *LockBuilder) request(req *backend.AcquireRequest) (ttl, interval time.Duration, err error) {
 	c := b.client
-	req = backend.AcquireRequest{Key: b.key, Keys: b.keys, Shared: b.shared, Permits: b.permits, Value: b.value,
-		Owner: cmp.Or(b.owner, c.owner), Fair: b.fair, Stamp: c.stampFn}
+	*req = backend.AcquireRequest{Key: b.key, Keys: b.keys, Shared: b.shared, Permits: b.permits, Value: b.value,
+		Owner: b.owner, Fair: b.fair, Stamp: c.stampFn}
 	var errs []error
 	if b.permitsSet && b.permits == 0 {
 		// The request reads 0 as one permit; the builder refuses it.
 		errs = append(errs, fmt.Errorf("%w: 0 permits, not in 1..%d", ErrInvalidConfig, backend.MaxPermits))
 	}
-	if err := backend.CheckRequest(&req); err != nil {
+	if err := backend.CheckRequest(req); err != nil {
 		errs = append(errs, err)
 	}
 	if len(req.Keys) == 1 {
 		req.Keys = nil // LockAll of one key is checked as one (no permits) and taken as a plain Lock
+	}
+	if req.Owner == "" {
+		req.Owner = c.owner
 	}
 	ttl = cmp.Or(c.cfg.DefaultTTL, defaultTTL)
 	if b.ttlSet {
@@ -154,7 +157,7 @@ func (b *LockBuilder) request() (req backend.AcquireRequest, ttl, interval time.
 	case interval >= ttl && ttl > 0:
 		errs = append(errs, fmt.Errorf("%w: watchdog interval %v is not below the TTL %v", ErrInvalidConfig, interval, ttl))
 	}
-	return req, ttl, interval, errors.Join(errs...)
+	return ttl, interval, errors.Join(errs...)
 }
 
 // Acquire takes the lock, waiting as long as ctx allows. It waits without
@@ -226,7 +229,8 @@ func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*guardState, erro
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	req, ttl, interval, err := b.request()
+	var req backend.AcquireRequest
+	ttl, interval, err := b.request(&req)
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +248,7 @@ func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*guardState, erro
 	// recovers by itself; the bound stops a store that keeps dropping leases
 	// from looping forever.
 	for attempt := 1; ; attempt++ {
-		s, err := c.acquireOnce(ctx, req, leaseKey{ttl, interval}, wait, timed)
+		s, err := c.acquireOnce(ctx, &req, leaseKey{ttl, interval}, wait, timed)
 		if err == nil {
 			c.metrics.acquired(start, wait)
 			return s, nil
@@ -259,7 +263,7 @@ func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*guardState, erro
 
 // acquireOnce makes one attempt at req with one lease. timed says whether
 // a metrics SDK records durations, as decided once per Acquire.
-func (c *LockClient) acquireOnce(ctx context.Context, req backend.AcquireRequest, key leaseKey, wait, timed bool) (*guardState, error) {
+func (c *LockClient) acquireOnce(ctx context.Context, req *backend.AcquireRequest, key leaseKey, wait, timed bool) (*guardState, error) {
 	s := &guardState{client: c}
 	l, err := c.wd.join(ctx, key, s)
 	if err != nil {
@@ -281,7 +285,7 @@ func (c *LockClient) acquireOnce(ctx context.Context, req backend.AcquireRequest
 		s.setOnEnd(cancel)
 		defer s.clearOnEnd()
 	}
-	claim, err := c.be.Acquire(actx, req)
+	claim, err := c.be.Acquire(actx, *req)
 	if err != nil {
 		c.wd.leave(l, s)
 		s.end(ErrUnlocked)
