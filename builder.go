@@ -38,9 +38,7 @@ type LockBuilder struct {
 // process dying without a release. d <= 0 makes the acquisition fail with
 // ErrInvalidTTL. Backends may round it up (etcd: whole seconds).
 func (b *LockBuilder) WithTTL(d time.Duration) *LockBuilder {
-	nb := *b
-	nb.ttl, nb.ttlSet = d, true
-	return &nb
+	return b.with(func(nb *LockBuilder) { nb.ttl, nb.ttlSet = d, true })
 }
 
 // WithFairness chooses between strict FIFO waiting (true, the default) and
@@ -49,9 +47,7 @@ func (b *LockBuilder) WithTTL(d time.Duration) *LockBuilder {
 // in the backend while it waits, but can wait indefinitely under steady
 // fair contention. Both kinds exclude each other.
 func (b *LockBuilder) WithFairness(fair bool) *LockBuilder {
-	nb := *b
-	nb.fair = fair
-	return &nb
+	return b.with(func(nb *LockBuilder) { nb.fair = fair })
 }
 
 // WithWatchdogInterval sets how often the lease is renewed; it must be
@@ -61,17 +57,13 @@ func (b *LockBuilder) WithFairness(fair bool) *LockBuilder {
 // local deadline, and one that fails is tried again before that margin
 // starts, so that an interval close to the TTL still keeps the lease.
 func (b *LockBuilder) WithWatchdogInterval(d time.Duration) *LockBuilder {
-	nb := *b
-	nb.interval, nb.intervalSet = d, true
-	return &nb
+	return b.with(func(nb *LockBuilder) { nb.interval, nb.intervalSet = d, true })
 }
 
 // WithOwner sets the label Inspect shows for this holder (default
 // "host:pid"). At most 256 bytes of valid UTF-8.
 func (b *LockBuilder) WithOwner(label string) *LockBuilder {
-	nb := *b
-	nb.owner = label
-	return &nb
+	return b.with(func(nb *LockBuilder) { nb.owner = label })
 }
 
 // Shared makes the lock a shared (read) lock: shared holders of a key hold
@@ -82,9 +74,7 @@ func (b *LockBuilder) WithOwner(label string) *LockBuilder {
 // ErrInvalidConfig. A shared guard's token is checked with
 // fencing.Fence.AdmitShared.
 func (b *LockBuilder) Shared() *LockBuilder {
-	nb := *b
-	nb.shared = true
-	return &nb
+	return b.with(func(nb *LockBuilder) { nb.shared = true })
 }
 
 // WithPermits makes the lock a counted lock (a semaphore): at most n guards
@@ -94,9 +84,7 @@ func (b *LockBuilder) Shared() *LockBuilder {
 // request queued on a key must use the same n: a request with another n
 // fails with ErrPermitMismatch and leaves nothing behind.
 func (b *LockBuilder) WithPermits(n int) *LockBuilder {
-	nb := *b
-	nb.permits, nb.permitsSet = n, true
-	return &nb
+	return b.with(func(nb *LockBuilder) { nb.permits, nb.permitsSet = n, true })
 }
 
 // WithValue publishes v with the claim: Inspect's Holders show it, and the
@@ -105,8 +93,14 @@ func (b *LockBuilder) WithPermits(n int) *LockBuilder {
 // 64 KiB on up to 8 keys, 8 KiB on 64); else ErrInvalidConfig. The builder
 // keeps its own copy.
 func (b *LockBuilder) WithValue(v []byte) *LockBuilder {
+	return b.with(func(nb *LockBuilder) { nb.value = append([]byte{}, v...) })
+}
+
+// with returns a copy of b changed by set: setters leave their receiver
+// as it was.
+func (b *LockBuilder) with(set func(nb *LockBuilder)) *LockBuilder {
 	nb := *b
-	nb.value = append([]byte{}, v...)
+	set(&nb)
 	return &nb
 }
 

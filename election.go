@@ -48,25 +48,22 @@ func (c *LockClient) Election(name string) *Election {
 
 // WithTTL sets the TTL of a leader's lease, as LockBuilder.WithTTL does:
 // how long leadership outlives a leader's process dying without resigning.
-func (e *Election) WithTTL(d time.Duration) *Election {
-	ne := *e
-	ne.lock = e.lock.WithTTL(d)
-	return &ne
-}
+func (e *Election) WithTTL(d time.Duration) *Election { return e.with(e.lock.WithTTL(d)) }
 
 // WithWatchdogInterval sets how often a leader's lease is renewed, as
 // LockBuilder.WithWatchdogInterval does.
 func (e *Election) WithWatchdogInterval(d time.Duration) *Election {
-	ne := *e
-	ne.lock = e.lock.WithWatchdogInterval(d)
-	return &ne
+	return e.with(e.lock.WithWatchdogInterval(d))
 }
 
 // WithOwner sets the owner label a leader is shown with (Leader.Owner), as
 // LockBuilder.WithOwner does.
-func (e *Election) WithOwner(label string) *Election {
+func (e *Election) WithOwner(label string) *Election { return e.with(e.lock.WithOwner(label)) }
+
+// with returns a copy of e with lock as its lock options.
+func (e *Election) with(lock *LockBuilder) *Election {
 	ne := *e
-	ne.lock = e.lock.WithOwner(label)
+	ne.lock = lock
 	return &ne
 }
 

@@ -235,7 +235,9 @@ func (wd *watchdog) tick() time.Time {
 		case !now.Before(deadline):
 			wd.dropLocked(l)
 			expired = append(expired, l)
-		case l.guards.len() == 0 && !l.idleSince.IsZero() && !now.Before(l.idleSince.Add(linger(l))):
+		// An unused lease is kept for one TTL before it is revoked, so
+		// that acquire/release cycles do not pay a grant each time.
+		case l.guards.len() == 0 && !l.idleSince.IsZero() && !now.Before(l.idleSince.Add(l.ttl)):
 			wd.dropLocked(l)
 			idle = append(idle, l)
 		default:
@@ -251,7 +253,7 @@ func (wd *watchdog) tick() time.Time {
 				earliest(l.nextRenew)
 			}
 			if l.guards.len() == 0 {
-				earliest(l.idleSince.Add(linger(l)))
+				earliest(l.idleSince.Add(l.ttl))
 			}
 		}
 	}
