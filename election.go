@@ -93,15 +93,13 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	return l, nil
 }
 
-// leaderOf maps a key's state to its leader: the oldest holder, or a zero
-// Leader (but for its name) when the key is free.
+// leaderOf maps a key's state to its leader: the oldest holder, whose
+// label, token and acquisition time are LockInfo's own, or a zero Leader
+// (but for its name) when the key is free.
 func leaderOf(name string, info LockInfo) Leader {
-	if len(info.Holders) == 0 {
-		if !info.Held {
-			return Leader{Name: name}
-		}
-		return Leader{Name: name, Owner: info.Owner, Token: info.Token, Since: info.AcquiredAt}
+	l := Leader{Name: name, Owner: info.Owner, Token: info.Token, Since: info.AcquiredAt}
+	if len(info.Holders) > 0 {
+		l.Value = info.Holders[0].Value
 	}
-	h := info.Holders[0]
-	return Leader{Name: name, Value: h.Value, Owner: h.Owner, Token: h.Token, Since: h.AcquiredAt}
+	return l
 }
