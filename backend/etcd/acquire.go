@@ -49,7 +49,7 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 	for i, k := range keys {
 		dirs[i] = b.layout.dir(k)
 	}
-	a.e = b.reg.addClaim(dirs, a.kind, req.Lease, req.OnLost)
+	a.e = b.reg.add(dirs, a.kind, req.Lease, req.OnLost)
 	a.e.owner = req.Owner
 	a.keys = a.one[:0]
 	for i, dir := range dirs {
@@ -239,34 +239,41 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 // them, and they follow in a Txn of their own. A claim found under our
 // name is a stray, removed before trying again (adopt.go).
 func (a *acquisition) whenFree(ctx context.Context) error {
+	n := len(a.keys)
 	for {
 		now := time.Now()
 		rec := a.record(now, backend.Timestamp{})
-		var free []clientv3.Cmp
-		var puts, reads []clientv3.Op
-		for _, q := range a.keys {
-			free = append(free, freeOf(a.kind, q.dir))
+		free := make([]clientv3.Cmp, n)
+		puts, reads := make([]clientv3.Op, n), make([]clientv3.Op, 2*n)
+		for i, q := range a.keys {
+			free[i] = freeOf(a.kind, q.dir)
+			puts[i] = a.putAt(q.key, rec)
 			if a.kind.Shared {
-				// Our own name is outside the range freeOf covers.
-				free = append(free, absent(q.key))
+				// Our own name is outside the range freeOf covers: a
+				// claim under it is found by the put (see overwritten).
+				puts[i] = a.putAt(q.key, rec, clientv3.WithPrevKV())
 			}
-			puts = append(puts, a.putAt(q.key, rec))
-			reads = append(reads, aheadOf(a.kind, q.dir, 0))
+			reads[i] = aheadOf(a.kind, q.dir, 0)
+			reads[n+i] = clientv3.OpGet(q.key, clientv3.WithKeysOnly())
 		}
-		for _, q := range a.keys {
-			reads = append(reads, clientv3.OpGet(q.key, clientv3.WithKeysOnly()))
-		}
-		txn := a.b.cli.Txn(ctx).If(free...).Then(a.withStamp(puts...)...)
 		inline := txnBytes(free, puts, reads) <= maxTxnBytes
-		if inline {
-			txn = txn.Else(reads...)
+		els := reads
+		if !inline {
+			els = nil
 		}
+		txn, seen := a.creating(a.b.cli.Txn(ctx), free, a.withStamp(puts...), els)
 		a.mayExist = true
 		resp, err := txn.Commit()
 		if err != nil {
 			return rpcError(ctx, "acquire", err)
 		}
 		if resp.Succeeded {
+			if del := a.overwritten(resp); del != nil {
+				if err := a.removeStray(ctx, del); err != nil {
+					return err
+				}
+				continue
+			}
 			a.setToken(resp.Header.Revision)
 			return a.holds(now, resp)
 		}
@@ -275,8 +282,8 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 				return rpcError(ctx, "acquire", err)
 			}
 		}
-		if a.strayFound(resp, len(a.keys)) {
-			if err := a.removeStray(ctx); err != nil {
+		if del := a.strays(resp, n, n); del != nil {
+			if err := a.removeStray(ctx, del); err != nil {
 				return err
 			}
 			continue
@@ -295,13 +302,24 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 				blocker = string(kvs[0].Key)
 			}
 		}
+		if blocker == "" {
+			// The fence moved; or the blockers went between the Txn and
+			// the reads, which an inline read rules out.
+			fr, err := a.b.cli.Txn(ctx).Then(a.fenceRead()).Commit()
+			switch {
+			case err != nil:
+				return rpcError(ctx, "acquire", err)
+			case a.refenced(fr, seen):
+				continue
+			case inline:
+				return a.inconsistent() // the compares saw a claim that the reads did not
+			}
+		}
 		switch {
-		case blocker == "" && inline:
-			return a.inconsistent() // the compares saw a claim that the reads did not
 		case !a.req.Wait:
 			return a.lockedError()
 		case blocker == "":
-			continue // the blockers went between the Txn and the reads
+			continue
 		}
 		if err := a.waitDeleted(ctx, blocker, resp.Header.Revision+1); err != nil {
 			return err
@@ -310,8 +328,8 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 }
 
 // putAt creates the claim's key key with value v, bound to the lease.
-func (a *acquisition) putAt(key, v string) clientv3.Op {
-	return clientv3.OpPut(key, v, clientv3.WithLease(clientv3.LeaseID(a.req.Lease)))
+func (a *acquisition) putAt(key, v string, opts ...clientv3.OpOption) clientv3.Op {
+	return clientv3.OpPut(key, v, append(opts, clientv3.WithLease(clientv3.LeaseID(a.req.Lease)))...)
 }
 
 // rewrite replaces the record at key of the claim, which exists.
@@ -353,12 +371,36 @@ func absent(key string) clientv3.Cmp {
 }
 
 // create sends the Txn that enqueues the claim: if notYet holds (its name
-// is absent), run ops. While etcd is merely out of reach it is sent again
-// (see send): tried again, the Txn finds the claim if a lost attempt
-// made it, and the caller takes that claim over.
+// is absent) and the lease's fence has not moved (fence.go), run ops.
+// While etcd is merely out of reach it is sent again (see send): tried
+// again, the Txn finds the claim if a lost try made it, and the caller
+// takes that claim over; the fence is then moved, so that the lost try,
+// applied after the claim's release, makes nothing.
 func (a *acquisition) create(ctx context.Context, notYet []clientv3.Cmp, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
 	a.mayExist = true
-	return a.send(ctx, func(txn clientv3.Txn) clientv3.Txn { return txn.If(notYet...).Then(ops...) })
+	unsure := false
+	for {
+		var seen int64
+		tries := 0
+		resp, err := a.send(ctx, func(txn clientv3.Txn) clientv3.Txn {
+			tries++
+			unsure = unsure || tries > 1
+			txn, seen = a.creating(txn, notYet, ops, []clientv3.Op{a.fenceRead()})
+			return txn
+		})
+		if err != nil {
+			return nil, err
+		}
+		if !resp.Succeeded && a.refenced(resp, seen) {
+			continue
+		}
+		if unsure {
+			if err := a.b.fenceDelete(ctx, a.req.Lease); err != nil {
+				return nil, rpcError(ctx, "acquire", err)
+			}
+		}
+		return resp, nil
+	}
 }
 
 // keepStamp remembers the stamp record read by withStamp, if any.

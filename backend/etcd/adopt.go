@@ -11,12 +11,12 @@ import (
 
 // Claims found under our name. A request finds its name taken only when a
 // write under it was applied by etcd after its sender stopped waiting for
-// it: most often an enqueue's own create, sent again after a lost reply
-// (see create); rarely an earlier acquisition's write applied later still
-// (registry.keepName keeps most such names out of use). The name is lent
-// to one acquisition at a time, so a claim under it bound to our lease is
-// no one else's. One policy follows from what each kind of request can
-// have sent:
+// it: an enqueue's own create, sent again after a lost reply (see create).
+// Anything else under the name is a stray that fence.go keeps from being
+// made by this Backend: a key made by hand, or left by a Backend closed
+// before its cleanup succeeded. The name is lent to one acquisition at a
+// time, so a claim under it bound to our lease is no one else's. One
+// policy follows from what each kind of request can have sent:
 //
 //   - An enqueue, the only request sent again, takes over a claim that is
 //     one claim of ours - at every key, bound to our lease, with one
@@ -25,10 +25,10 @@ import (
 //     permit count is made again (agreesAhead). Anything else under the
 //     name fails the Acquire, whose cleanup removes it.
 //   - A request that does not queue sent nothing before, so what it finds
-//     is a stray of an earlier acquisition: taken for a claim that blocks
-//     it, it would keep a TryAcquire out, and a waiting request would wait
-//     for it, bound to our own live lease, until ctx ends. It is removed
-//     by name and the request sent again (removeStray).
+//     is a stray: taken for a claim that blocks it, it would keep a
+//     TryAcquire out, and a waiting request would wait for it, bound to
+//     our own live lease, until ctx ends. It is removed and the request
+//     sent again (removeStray).
 
 // adopt takes over the claim an enqueue found under our name, if it is one
 // claim of ours, and checks the permit count against the claims ahead.
@@ -79,23 +79,45 @@ func (a *acquisition) agreesAhead(ctx context.Context) error {
 	return nil
 }
 
-// strayFound reports whether resp, the answer to reads whose last n are of
-// our name at each key (keys only), found a claim there.
-func (a *acquisition) strayFound(resp *clientv3.TxnResponse, n int) bool {
-	for i := len(resp.Responses) - n; i < len(resp.Responses); i++ {
-		if len(rangeKvs(resp, i)) > 0 {
-			return true
+// strays returns the deletes, each compared on the create revision read,
+// of the claims that resp, the answer to reads of which n from the i-th
+// on are of our name at each key (keys only), found there; nil if none.
+func (a *acquisition) strays(resp *clientv3.TxnResponse, i, n int) []clientv3.Op {
+	var del []clientv3.Op
+	for j := i; j < i+n; j++ {
+		if kvs := rangeKvs(resp, j); len(kvs) > 0 {
+			del = append(del, guardedDelete(string(kvs[0].Key), kvs[0].CreateRevision))
 		}
 	}
-	return false
+	return del
 }
 
-// removeStray deletes by name what a request that does not queue found
-// under its name at any of its keys, so that it can be sent again. The
-// name is lent to this acquisition alone, so the delete removes no one's
-// claim (see deleteClaim).
-func (a *acquisition) removeStray(ctx context.Context) error {
-	if _, err := a.b.deleteClaim(ctx, a.e.allKeys(), 0); err != nil {
+// overwritten returns, for resp, the answer to a shared request's Txn that
+// put the claim at every key (whenFree), the deletes that remove what it
+// made if a put found a claim under our name (a stray) and so kept that
+// claim's create revision there; nil if none did.
+func (a *acquisition) overwritten(resp *clientv3.TxnResponse) []clientv3.Op {
+	del := make([]clientv3.Op, len(a.keys))
+	found := false
+	for i, q := range a.keys {
+		rev := resp.Header.Revision
+		if prev := resp.Responses[i].GetResponsePut().GetPrevKv(); prev != nil {
+			rev, found = prev.CreateRevision, true
+		}
+		del[i] = guardedDelete(q.key, rev)
+	}
+	if !found {
+		return nil
+	}
+	return del
+}
+
+// removeStray sends del, the deletes of what a request that does not queue
+// found under its name, so that it can be sent again. Each is compared on
+// the create revision found, so that, applied late, it removes no later
+// claim.
+func (a *acquisition) removeStray(ctx context.Context, del []clientv3.Op) error {
+	if _, err := a.b.cli.Txn(ctx).Then(del...).Commit(); err != nil {
 		return rpcError(ctx, "acquire", err)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -37,6 +38,7 @@ type Backend struct {
 	cli    *clientv3.Client
 	layout layout
 	reg    *registry
+	fenced atomic.Int64 // a revision etcd answered at, at or above every fence this Backend knows (fence.go)
 
 	ctx    context.Context // cancelled by Close; ends the Backend's goroutines
 	cancel context.CancelFunc

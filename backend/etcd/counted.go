@@ -146,6 +146,7 @@ func (a *acquisition) whenFreeCounted(ctx context.Context) error {
 		clientv3.OpGet(q.dir, clientv3.WithPrefix(),
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(a.kind.Permits))),
 		clientv3.OpGet(q.key, clientv3.WithKeysOnly()),
+		a.fenceRead(),
 	}
 	free := []clientv3.Cmp{freeOf(a.kind, q.dir)}
 	cond := free
@@ -154,7 +155,8 @@ func (a *acquisition) whenFreeCounted(ctx context.Context) error {
 	for {
 		now := time.Now()
 		a.mayExist = true
-		resp, err := a.b.cli.Txn(ctx).If(cond...).Then(a.withStamp(a.putAt(q.key, a.record(now, backend.Timestamp{})))...).Else(reads...).Commit()
+		txn, seen := a.creating(a.b.cli.Txn(ctx), cond, a.withStamp(a.putAt(q.key, a.record(now, backend.Timestamp{}))), reads)
+		resp, err := txn.Commit()
 		if err != nil {
 			return rpcError(ctx, "acquire", err)
 		}
@@ -162,8 +164,11 @@ func (a *acquisition) whenFreeCounted(ctx context.Context) error {
 			a.setToken(resp.Header.Revision)
 			return a.holds(now, resp)
 		}
-		if a.strayFound(resp, 1) {
-			if err := a.removeStray(ctx); err != nil {
+		if a.refenced(resp, seen) {
+			continue
+		}
+		if del := a.strays(resp, 1, 1); del != nil {
+			if err := a.removeStray(ctx, del); err != nil {
 				return err
 			}
 			cond, a.permit = free, 0

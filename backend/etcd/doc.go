@@ -14,6 +14,7 @@
 //	<prefix>claims/<escaped key>/s<lease>[-<slot>]     a shared claim
 //	<prefix>claims/<escaped key>/<lease>[-<slot>].<n>  a counted claim (n > 1 permits)
 //	<prefix>stamps/<escaped key>                       last holder's stamp (only with stamps on)
+//	<prefix>fences/<lease>                             the lease's fence (only after a lost reply)
 //
 // A claim's value is its record (record.go): the kind, the permit count
 // (0 for a plain exclusive claim), the permit held (none yet while a
@@ -38,7 +39,8 @@
 // as a table, and their names), wait.go (waiting in the queue), adopt.go
 // (a claim found under our name), counted.go (the counted kind's permit),
 // multikey.go (what a claim on several keys adds), stamp.go, release.go
-// (release, and the cleanup of a failed Acquire), value.go (SetValue),
+// (release, and the cleanup of a failed Acquire), fence.go (what keeps a
+// create applied late from making a claim), value.go (SetValue),
 // inspect.go, registry.go (claim names and loss), watch.go,
 // watchstream.go, watchcheck.go and watchrange.go (the watches, all on
 // one stream), observe.go, lease.go.
@@ -101,9 +103,11 @@
 //     token. Unlike clientv3/concurrency.Mutex.Unlock, a retried or late
 //     Release can never delete a later claim.
 //   - A failed or cancelled Acquire removes its claim with a bounded
-//     context of its own, never the caller's (which has often ended), by
-//     name alone if the reply that would have told its create revision was
-//     lost.
+//     context of its own, never the caller's (which has often ended). If
+//     the reply that would have told its create revision was lost, it
+//     deletes by name and moves its lease's fence in the same Txn: every
+//     Txn that creates a claim compares that fence, so the create, applied
+//     late, makes nothing (fence.go).
 //   - SetValue (value.go) rewrites the claim's record at every key in one
 //     Txn compared on the claim's identity.
 //
@@ -124,11 +128,13 @@
 // go, or its lease ended), so no two acquisitions ever share one, and the
 // cleanup of a failed Acquire can delete its claim by name alone. A
 // multi-key claim lost at one key is gone only once the Backend has
-// deleted it at the others; a name under which a create or delete got no
-// answer (it may still be applied, late) stays taken until its lease ends,
-// and a name kept for a create is watched meanwhile for a claim that
-// create makes late, which is deleted (release.go). Reuse costs no safety: a claim's identity is name plus create revision,
-// and each claim under a name has a higher create revision than the last.
+// deleted it at the others. A create that got no answer cannot make a
+// claim under the name later, once its cleanup has moved the lease's
+// fence (fence.go); a Release whose delete by name got no answer keeps
+// the name taken until the lease ends, since that delete, applied late,
+// would remove whatever claim has the name then. Reuse costs no safety: a
+// claim's identity is name plus create revision, and each claim under a
+// name has a higher create revision than the last.
 //
 // # Watches
 //

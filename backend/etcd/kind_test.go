@@ -34,18 +34,18 @@ func TestKindNames(t *testing.T) {
 func TestRegistryMultiKeyNames(t *testing.T) {
 	tm := newTestMux(t)
 	r := newRegistry(tm.mux, nil)
-	busy := r.add("b/", 1, nil) // takes "1" in b/ only
-	e := r.addClaim([]string{"a/", "b/", "c/"}, exclusive, 1, nil)
+	busy := r.addOne("b/", 1, nil) // takes "1" in b/ only
+	e := r.add([]string{"a/", "b/", "c/"}, exclusive, 1, nil)
 	assert.Equal(t, []string{"a/1-1", "b/1-1", "c/1-1"}, e.keys)
 	assert.Equal(t, "a/1-1", e.key)
-	s := r.addClaim([]string{"a/", "b/"}, backend.Kind{Shared: true, Permits: 1}, 1, nil)
+	s := r.add([]string{"a/", "b/"}, backend.Kind{Shared: true, Permits: 1}, 1, nil)
 	assert.Equal(t, []string{"a/s1", "b/s1"}, s.keys)
-	c := r.addClaim([]string{"a/"}, backend.Kind{Permits: 4}, 1, nil)
+	c := r.add([]string{"a/"}, backend.Kind{Permits: 4}, 1, nil)
 	assert.Equal(t, "a/1.4", c.key)
 	assert.Nil(t, c.keys)
 	r.forget(busy)
 	r.forget(e)
-	e2 := r.addClaim([]string{"a/", "b/"}, exclusive, 1, nil)
+	e2 := r.add([]string{"a/", "b/"}, exclusive, 1, nil)
 	assert.Equal(t, []string{"a/1", "b/1"}, e2.keys, "forgotten names are free at every key")
 }
 
@@ -63,7 +63,7 @@ func TestRegistryMultiKeyLoss(t *testing.T) {
 	r := newRegistry(tm.mux, func(e *entry, token int64) { gone <- abandoned{e, token} })
 	lost := make(lossRecorder, 2)
 	r.holdDelay = 0
-	e := r.addClaim([]string{"a/", "b/"}, exclusive, 1, lost)
+	e := r.add([]string{"a/", "b/"}, exclusive, 1, lost)
 	tm.e.put("a/1")
 	token := tm.e.put("b/1")
 	r.setToken(e, token)
@@ -77,9 +77,9 @@ func TestRegistryMultiKeyLoss(t *testing.T) {
 	barrier(t, tm)
 	none(t, lost, "a second OnLost")
 	none(t, gone, "a second abandon")
-	assert.Equal(t, []string{"a/1-1", "b/1-1"}, r.addClaim([]string{"a/", "b/"}, exclusive, 1, nil).keys,
+	assert.Equal(t, []string{"a/1-1", "b/1-1"}, r.add([]string{"a/", "b/"}, exclusive, 1, nil).keys,
 		"the lost claim's name while its remains may exist")
 	assert.False(t, r.end(e), "end of a lost claim")
 	r.forget(e)
-	assert.Equal(t, []string{"a/1", "b/1"}, r.addClaim([]string{"a/", "b/"}, exclusive, 1, nil).keys)
+	assert.Equal(t, []string{"a/1", "b/1"}, r.add([]string{"a/", "b/"}, exclusive, 1, nil).keys)
 }

@@ -10,6 +10,7 @@ import (
 //
 //	<prefix>claims/<escaped key>/<claim name> one claim, bound to its lease
 //	<prefix>stamps/<escaped key>              the last holder's stamp (no lease)
+//	<prefix>fences/<lease>                    the lease's fence (fence.go), bound to it
 //
 // The directory "<prefix>claims/<escaped key>/" holds exactly one key's
 // queue, because an escaped key contains no '/' (see escapeKey). Claims and
@@ -27,6 +28,11 @@ func (l layout) claim(key, name string) string { return l.dir(key) + name }
 
 // stamp is the etcd key of key's stamp record.
 func (l layout) stamp(key string) string { return l.prefix + "stamps/" + escapeKey(key) }
+
+// fence is the etcd key of lease id's fence.
+func (l layout) fence(id backend.LeaseID) string {
+	return l.prefix + "fences/" + strconv.FormatInt(int64(id), 16)
+}
 
 // claimName names the claim a Backend makes on one key under lease id: the
 // lease in hex, and for the second and later concurrent claims of the same

@@ -17,10 +17,11 @@ import (
 // outer one leaves of it; with at most backend.MaxKeys (64) keys every Txn
 // below stays within that:
 //
-//	enqueue:  If(own name absent per key) Then(Get ahead per key, Put per key)
-//	try:      If(queue free per key [shared: and own name absent per key]) Then(Put per key)
+//	enqueue:  If(own name absent per key, fence) Then(Get ahead per key, Put per key) Else(Get fence)
+//	try:      If(queue free per key, fence) Then(Put per key)
 //	          Else(Get the blocking claim per key, Get own name per key),
 //	          or those reads in a Txn of their own after it failed (see maxTxnBytes)
+//	cleanup:  If(fence) Then(Put fence, Delete per key), after a lost reply (fence.go)
 //	confirm:  If(identity per key), after waiting, unless stamps (whose Txn compares the same)
 //	release:  Then(Delete per key), or Then(Txn If(identity) Then(Delete) per key)
 //	stamps:   Then(Get stamp per key); then If(identity, stamp unchanged per key)

@@ -16,7 +16,7 @@ func waiter(t *testing.T, tm *testMux) *acquisition {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	b := &Backend{ctx: ctx, reg: newRegistry(tm.mux, nil)}
-	e := b.reg.add("k/", 1, nil)
+	e := b.reg.addOne("k/", 1, nil)
 	require.Equal(t, "k/1", e.key)
 	return &acquisition{b: b, e: e, req: backend.AcquireRequest{Key: "k"}, keys: []queueKey{{dir: "k/", key: e.key}}}
 }

@@ -64,12 +64,11 @@ type entry struct {
 	lost   chan struct{} // closed on the move to state lost, for waiters to select on
 
 	// Guarded by registry.mu.
-	state  claimState
-	token  int64       // create revision; 0 until known; written by its Acquire alone
-	timer  *time.Timer // starts the watch; nil until the claim waits or is handed out
-	watch  *keyWatch
-	more   []*keyWatch          // the watches of keys[1:], made with watch
-	strays map[string]*keyWatch // a kept name's watches for strays (Backend.watchStray), by key
+	state claimState
+	token int64       // create revision; 0 until known; written by its Acquire alone
+	timer *time.Timer // starts the watch; nil until the claim waits or is handed out
+	watch *keyWatch
+	more  []*keyWatch // the watches of keys[1:], made with watch
 }
 
 // claimState is where an entry is in its life. Each move is made under
@@ -78,8 +77,7 @@ type entry struct {
 //	acquiring --promote--> held
 //	acquiring, held --keyDeleted--> lost
 //	acquiring, held, lost --end--> ended
-//	ended --keepName--> kept
-//	ended --forget--> unregistered; kept: unregistered with its lease (forgetLease)
+//	ended --forget--> unregistered; or with its lease (forgetLease)
 //
 // A single-key claim's name is free again as soon as it is lost, since the
 // claim is gone from etcd; every other name stays taken, so that no two
@@ -91,43 +89,18 @@ const (
 	held                        // handed out by Acquire: a loss calls OnLost
 	lost                        // known gone from etcd (at one key at least)
 	ended                       // released, or its Acquire failed: no loss is reported any more
-	// kept: ended, and a request under the name whose outcome is unknown
-	// (a create or delete that failed without an answer) may still be
-	// applied, later than requests sent after it: a late delete by name
-	// would remove whatever claim has the name then. So the name stays
-	// taken until the lease ends, not just until the claim is gone.
-	kept
 )
 
 func newRegistry(m *mux, abandon func(e *entry, token int64)) *registry {
 	return &registry{mux: m, holdDelay: holdDelay, waitDelay: waitDelay, abandon: abandon, entries: make(map[string]*entry)}
 }
 
-// add registers a new claim in the queue directory dir under lease, named
-// with the lowest slot no registered claim of the same lease uses there.
-func (r *registry) add(dir string, lease backend.LeaseID, onLost backend.LossListener) *entry {
-	e := &entry{reg: r, lease: lease, onLost: onLost, lost: make(chan struct{})}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for slot := 0; ; slot++ {
-		key := dir + claimName(lease, slot)
-		if _, taken := r.entries[key]; !taken {
-			e.key = key
-			r.entries[key] = e
-			return e
-		}
-	}
-}
-
-// addClaim registers a new claim of kind k under lease with one etcd key
-// in each of the queue directories dirs, named alike in all of them: the
+// add registers a new claim of kind k under lease with one etcd key in
+// each of the queue directories dirs, named alike in all of them: the
 // lowest slot that no registered claim uses in any of them. One name for
 // all gives the claim one identity (name plus the create revision its keys
 // share) at every key.
-func (r *registry) addClaim(dirs []string, k backend.Kind, lease backend.LeaseID, onLost backend.LossListener) *entry {
-	if len(dirs) == 1 && k == exclusive {
-		return r.add(dirs[0], lease, onLost)
-	}
+func (r *registry) add(dirs []string, k backend.Kind, lease backend.LeaseID, onLost backend.LossListener) *entry {
 	e := &entry{reg: r, lease: lease, onLost: onLost, lost: make(chan struct{})}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -139,14 +112,15 @@ next:
 				continue next
 			}
 		}
-		keys := make([]string, len(dirs))
-		for i, dir := range dirs {
-			keys[i] = dir + name
-			r.entries[keys[i]] = e
+		e.key = dirs[0] + name
+		if len(dirs) > 1 {
+			e.keys = make([]string, len(dirs))
+			for i, dir := range dirs {
+				e.keys[i] = dir + name
+			}
 		}
-		e.key = keys[0]
-		if len(keys) > 1 {
-			e.keys = keys
+		for _, key := range e.allKeys() {
+			r.entries[key] = e
 		}
 		return e
 	}
@@ -243,6 +217,7 @@ func (r *registry) end(e *entry) bool {
 	r.mu.Lock()
 	live := e.state != lost
 	e.state = max(e.state, ended)
+	e.onLost = nil // an entry can outlive its claim's guard (see Release)
 	if e.timer != nil {
 		e.timer.Stop()
 	}
@@ -257,26 +232,11 @@ func (r *registry) end(e *entry) bool {
 	return live
 }
 
-// forget unregisters e: its claim is known to be gone, and its name free,
-// unless e keeps it (see keepName).
+// forget unregisters e: its claim is known to be gone, and its name free.
 func (r *registry) forget(e *entry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e.state != kept {
-		r.unregisterLocked(e)
-		return
-	}
-	// Kept, it holds only its name until the lease ends: not its loss
-	// listener (the guard, with its value).
-	e.onLost = nil
-}
-
-// keepName has e, which has ended, keep its name until its lease ends,
-// even once its claim is gone (see kept).
-func (r *registry) keepName(e *entry) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e.state = kept
+	r.unregisterLocked(e)
 }
 
 // allKeys returns the claim's etcd keys, one per key it holds.
@@ -308,46 +268,15 @@ func (r *registry) held(key string, token int64) *entry {
 }
 
 // forgetLease unregisters the ended entries of lease id, which has ended
-// or is being revoked, and stops their watches for strays: their claims go
-// with it, and no claim is made under it any more. (Live entries hear of
-// it from their watches.)
+// or is being revoked: their claims go with it, and no claim is made under
+// it any more. (Live entries hear of it from their watches.)
 func (r *registry) forgetLease(id backend.LeaseID) {
 	r.mu.Lock()
-	var stop []*keyWatch
+	defer r.mu.Unlock()
 	for _, e := range r.entries {
-		if e.lease == id && e.state >= ended {
+		if e.lease == id && e.state == ended {
 			r.unregisterLocked(e) // deleting during range is allowed
-			for _, w := range e.strays {
-				stop = append(stop, w)
-			}
 		}
-	}
-	r.mu.Unlock()
-	for _, w := range stop {
-		r.mux.stop(w)
-	}
-}
-
-// keepWatch starts w, a watch of one key of e's kept name for a stray (see
-// Backend.watchStray), in place of the one it had there, unless e has been
-// forgotten; forgetLease stops it. Registered under r.mu, so a concurrent
-// forgetLease either comes first, and w does not start, or stops it.
-func (r *registry) keepWatch(e *entry, w *keyWatch) {
-	r.mu.Lock()
-	if r.entries[w.key] != e {
-		r.mu.Unlock()
-		return // its lease ended, and every claim under its name with it
-	}
-	s, err := r.mux.begin(w)
-	if err == nil {
-		if e.strays == nil {
-			e.strays = make(map[string]*keyWatch)
-		}
-		e.strays[w.key] = w
-	} // else the mux stopped for good: as if etcd refused the watch
-	r.mu.Unlock()
-	if s != nil {
-		r.mux.flush(s)
 	}
 }
 

@@ -35,7 +35,7 @@ func TestRegistryReportsLoss(t *testing.T) {
 			r := newRegistry(tm.mux, nil)
 			lost := make(lossRecorder, 2)
 			r.holdDelay, r.waitDelay = 0, 0
-			e := r.add("c/", 1, lost)
+			e := r.addOne("c/", 1, lost)
 			r.setToken(e, tm.e.put(claimKey))
 			if promoted {
 				require.True(t, r.promote(e))
@@ -54,7 +54,7 @@ func TestRegistryReportsLoss(t *testing.T) {
 			}
 			none(t, lost, "a second OnLost, or one for a claim not handed out")
 			// The name is free for another acquisition once the loss is known.
-			assert.Equal(t, claimKey, r.add("c/", 1, nil).key)
+			assert.Equal(t, claimKey, r.addOne("c/", 1, nil).key)
 		})
 	}
 }
@@ -85,8 +85,8 @@ func TestRegistryLossBeforeTheWatch(t *testing.T) {
 			r := newRegistry(tm.mux, nil)
 			r.holdDelay = 0
 			gone, kept := make(lossRecorder, 1), make(lossRecorder, 1)
-			eg := r.add("gone/", 1, gone)
-			ek := r.add("kept/", 1, kept)
+			eg := r.addOne("gone/", 1, gone)
+			ek := r.addOne("kept/", 1, kept)
 			tg := tm.e.put(eg.key)
 			tk := tm.e.put(ek.key)
 			tm.e.del(eg.key) // before either watch exists
@@ -142,7 +142,7 @@ func TestRegistryWatchStartsLate(t *testing.T) {
 		tm := newTestMux(t)
 		r := newRegistry(tm.mux, nil)
 		r.holdDelay = time.Hour
-		e := r.add("c/", 1, make(lossRecorder, 1))
+		e := r.addOne("c/", 1, make(lossRecorder, 1))
 		r.setToken(e, tm.e.put(claimKey))
 		require.True(t, r.promote(e))
 		r.end(e)
@@ -159,7 +159,7 @@ func TestRegistryWatchStartsLate(t *testing.T) {
 		tm := newTestMux(t)
 		r := newRegistry(tm.mux, nil)
 		r.holdDelay, r.waitDelay = 0, time.Hour
-		e := r.add("c/", 1, make(lossRecorder, 1))
+		e := r.addOne("c/", 1, make(lossRecorder, 1))
 		r.setToken(e, tm.e.put(claimKey))
 		r.waiting(e)
 		barrier(t, tm)
@@ -180,7 +180,7 @@ func TestRegistryWatchStartsLate(t *testing.T) {
 		tm := newTestMux(t)
 		r := newRegistry(tm.mux, nil)
 		lost := make(lossRecorder, 1)
-		e := r.add("c/", 1, lost)
+		e := r.addOne("c/", 1, lost)
 		r.holdDelay = 0
 		r.setToken(e, tm.e.put(claimKey))
 		require.True(t, r.promote(e))
@@ -200,13 +200,13 @@ func TestRegistryNames(t *testing.T) {
 	tm := newTestMux(t)
 	r := newRegistry(tm.mux, nil)
 	lost := make(lossRecorder, 1)
-	e := r.add("c/", 1, lost)
+	e := r.addOne("c/", 1, lost)
 	require.Equal(t, claimKey, e.key)
-	second := r.add("c/", 1, nil)
+	second := r.addOne("c/", 1, nil)
 	assert.Equal(t, "c/1-1", second.key, "a concurrent claim of the same lease")
-	assert.Equal(t, "c/2", r.add("c/", 2, nil).key, "another lease's claim")
+	assert.Equal(t, "c/2", r.addOne("c/", 2, nil).key, "another lease's claim")
 	r.forget(second)
-	assert.Equal(t, "c/1-1", r.add("c/", 1, nil).key, "a forgotten name is used again")
+	assert.Equal(t, "c/1-1", r.addOne("c/", 1, nil).key, "a forgotten name is used again")
 
 	r.holdDelay = 0
 	token := tm.e.put(claimKey)
@@ -219,10 +219,10 @@ func TestRegistryNames(t *testing.T) {
 	tm.e.del(claimKey)
 	barrier(t, tm) // once its delete is seen, the claim's would have been
 	none(t, lost, "OnLost after release")
-	assert.Equal(t, "c/1-2", r.add("c/", 1, nil).key, "an ended claim's name is still taken")
+	assert.Equal(t, "c/1-2", r.addOne("c/", 1, nil).key, "an ended claim's name is still taken")
 
 	r.forgetLease(1)
-	assert.Equal(t, claimKey, r.add("c/", 1, nil).key, "the name of an ended claim of an ended lease")
+	assert.Equal(t, claimKey, r.addOne("c/", 1, nil).key, "the name of an ended claim of an ended lease")
 }
 
 // A claim lost while its Release is under way - after the Release found it
@@ -233,7 +233,7 @@ func TestRegistryEndAfterLoss(t *testing.T) {
 	tm := newTestMux(t)
 	r := newRegistry(tm.mux, nil)
 	lost := make(lossRecorder, 1)
-	e := r.add("c/", 1, lost)
+	e := r.addOne("c/", 1, lost)
 	r.holdDelay = 0
 	token := tm.e.put(claimKey)
 	r.setToken(e, token)
@@ -241,32 +241,14 @@ func TestRegistryEndAfterLoss(t *testing.T) {
 	tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 1 }, "the claim's watch")
 	require.Same(t, e, r.held(claimKey, token), "what Release finds")
 	lostOnDelete(t, tm, claimKey, lost)
-	assert.Equal(t, claimKey, r.add("c/", 1, nil).key, "a new claim under the lost claim's name")
+	assert.Equal(t, claimKey, r.addOne("c/", 1, nil).key, "a new claim under the lost claim's name")
 	assert.False(t, r.end(e), "end of the claim lost meanwhile")
 
-	live := r.add("c/", 2, nil)
+	live := r.addOne("c/", 2, nil)
 	assert.True(t, r.end(live), "end of a claim not lost")
 }
 
-// A name kept after a request under it got no answer stays taken when its
-// claim is forgotten, until its lease ends; so does its watch for a stray,
-// and none starts once the lease has ended.
-func TestRegistryKeptName(t *testing.T) {
-	tm := newTestMux(t)
-	r := newRegistry(tm.mux, nil)
-	e := r.add("c/", 1, make(lossRecorder, 1))
-	r.end(e)
-	r.keepName(e)
-	r.forget(e)
-	assert.Equal(t, "c/1-1", r.add("c/", 1, nil).key, "the kept name after forget")
-	assert.Nil(t, e.onLost, "the kept entry's loss listener (the guard) after forget")
-	stray := func() *keyWatch { return &keyWatch{key: claimKey, from: 2, puts: true, target: newRecTarget()} }
-	r.keepWatch(e, stray())
-	tm.e.waitFor(t, func() bool { return len(tm.e.createsLocked(0)) == 1 }, "the watch for a stray")
-	r.forgetLease(1)
-	tm.e.waitFor(t, func() bool { return len(tm.e.cancelsLocked(0)) == 1 }, "its cancel once the lease ended")
-	r.keepWatch(e, stray())
-	barrier(t, tm)
-	assert.Len(t, tm.e.creates(0), 2, "watches created: the one for a stray and the barrier's")
-	assert.Equal(t, claimKey, r.add("c/", 1, nil).key, "the kept name once its lease ended")
+// addOne registers a plain exclusive claim on one key, as add does.
+func (r *registry) addOne(dir string, lease backend.LeaseID, onLost backend.LossListener) *entry {
+	return r.add([]string{dir}, exclusive, lease, onLost)
 }

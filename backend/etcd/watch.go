@@ -146,15 +146,14 @@ type mux struct {
 
 	kick chan struct{} // cap 1: the run goroutine should flush the current stream
 
-	mu        sync.Mutex
-	live      map[*keyWatch]struct{} // every watch not done
-	cur       *wstream               // the stream in use; nil while (re)opening
-	running   bool                   // the run goroutine was started
-	down      error                  // set once the mux has stopped for good
-	nextID    int64
-	gaps      []gapCheck  // see watchcheck.go
-	compacted []*keyWatch // watches in watchChecking, in the order they got there
-	checking  bool        // a check goroutine runs
+	mu       sync.Mutex
+	live     map[*keyWatch]struct{} // every watch not done
+	cur      *wstream               // the stream in use; nil while (re)opening
+	running  bool                   // the run goroutine was started
+	down     error                  // set once the mux has stopped for good
+	nextID   int64
+	checks   []check // see watchcheck.go
+	checking bool    // a check goroutine runs
 }
 
 // noPut makes etcd deliver deletes only. Read-only.

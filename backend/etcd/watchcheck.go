@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"cmp"
 	"context"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -47,45 +48,50 @@ import (
 // operations per Txn is 128.
 const watchBatch = 100
 
-// gapCheck is a watch created at etcd's current revision at, which has to
-// be told whether its incarnation was deleted in [w.from, at].
-type gapCheck struct {
+// check is a pending read of w's key: at its gap's end at, for a watch
+// created at etcd's current revision at, which has to be told whether its
+// incarnation was deleted in [w.from, at]; or, with at 0, at the current
+// revision, for a watch in watchChecking (compacted).
+type check struct {
 	w  *keyWatch
 	at int64
 }
 
-// startChecksLocked starts the check goroutine unless it runs. Called with
-// m.mu held, after queueing work.
-func (m *mux) startChecksLocked() {
+// wanted reports whether c still applies: its watch was not stopped,
+// finished or (for a gap) compacted meanwhile.
+func (c check) wanted() bool {
+	if c.at == 0 {
+		return c.w.state == watchChecking
+	}
+	return c.w.state == watchLive
+}
+
+// startChecksLocked queues c and starts the check goroutine unless it
+// runs. Called with m.mu held.
+func (m *mux) startChecksLocked(c check) {
+	m.checks = append(m.checks, c)
 	if !m.checking {
 		m.checking = m.spawn(m.check)
 	}
 }
 
-// check runs the pending checks, a Txn of up to watchBatch reads at a time,
-// gaps first (a waiter may be waiting on one), retrying with backoff until
-// they succeed or the Backend is closed. It runs in a goroutine of its own
-// while there is work, and at most one at a time.
+// check runs the pending checks, a Txn of up to watchBatch reads at a
+// time, retrying with backoff until they succeed or the Backend is
+// closed. It runs in a goroutine of its own while there is work, and at
+// most one at a time.
 func (m *mux) check() {
 	var bo backoff
 	for {
-		gaps, compacted := m.takeChecks()
-		var err error
-		switch {
-		case len(gaps) > 0:
-			err = m.checkGaps(gaps)
-		case len(compacted) > 0:
-			err = m.checkCompacted(compacted)
-		default:
+		batch := m.takeChecks()
+		if len(batch) == 0 {
 			return
 		}
-		if err == nil {
+		if m.checkBatch(batch) == nil {
 			bo.reset()
 			continue
 		}
 		m.mu.Lock()
-		m.gaps = append(gaps, m.gaps...) // retried first
-		m.compacted = append(compacted, m.compacted...)
+		m.checks = append(batch, m.checks...) // retried first
 		m.mu.Unlock()
 		if !bo.wait(m.ctx) {
 			m.mu.Lock()
@@ -96,59 +102,48 @@ func (m *mux) check() {
 	}
 }
 
-// takeChecks removes up to watchBatch gap checks, or if there are none up
-// to watchBatch compacted watches, from the queues, skipping watches that
-// were stopped meanwhile. When there is nothing left it marks the check
-// goroutine as gone, in the same critical section, so that the next check
-// starts one.
-func (m *mux) takeChecks() ([]gapCheck, []*keyWatch) {
+// takeChecks removes up to watchBatch checks that still apply from the
+// queue. When there is nothing left it marks the check goroutine as gone,
+// in the same critical section, so that the next check starts one.
+func (m *mux) takeChecks() []check {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var gaps []gapCheck
-	for len(m.gaps) > 0 && len(gaps) < watchBatch {
-		g := m.gaps[0]
-		m.gaps[0] = gapCheck{}
-		m.gaps = m.gaps[1:]
-		if g.w.state == watchLive {
-			gaps = append(gaps, g)
+	var batch []check
+	for len(m.checks) > 0 && len(batch) < watchBatch {
+		c := m.checks[0]
+		m.checks[0] = check{}
+		m.checks = m.checks[1:]
+		if c.wanted() {
+			batch = append(batch, c)
 		}
 	}
-	if len(gaps) > 0 {
-		return gaps, nil
-	}
-	var compacted []*keyWatch
-	for len(m.compacted) > 0 && len(compacted) < watchBatch {
-		w := m.compacted[0]
-		m.compacted[0] = nil
-		m.compacted = m.compacted[1:]
-		if w.state == watchChecking {
-			compacted = append(compacted, w)
-		}
-	}
-	if len(compacted) == 0 {
-		m.gaps, m.compacted = nil, nil
+	if len(batch) == 0 {
+		m.checks = nil
 		m.checking = false
 	}
-	return nil, compacted
+	return batch
 }
 
-// checkGaps reads the keys of gaps, each at its own revision, and settles
-// them.
-func (m *mux) checkGaps(gaps []gapCheck) error {
-	ops := make([]clientv3.Op, len(gaps))
-	for i, g := range gaps {
-		ops[i] = g.w.checkOp(clientv3.WithSerializable(), clientv3.WithRev(g.at))
+// checkBatch reads the keys of batch, each gap at its own revision, and
+// settles them: the compacted watches still there are created again.
+func (m *mux) checkBatch(batch []check) error {
+	ops := make([]clientv3.Op, len(batch))
+	for i, c := range batch {
+		ops[i] = c.w.checkOp()
+		if c.at != 0 {
+			ops[i] = c.w.checkOp(clientv3.WithSerializable(), clientv3.WithRev(c.at))
+		}
 	}
 	resp, err := m.read(ops)
-	revs := func(i int) int64 { return gaps[i].at }
+	revs := func(i int) int64 { return cmp.Or(batch[i].at, resp.Header.GetRevision()) }
 	if err != nil {
 		if m.ctx.Err() != nil {
 			return err
 		}
-		// A member behind revision at, or past it by compaction: read
+		// A member behind a revision at, or past it by compaction: read
 		// the present instead, linearizably (at a revision >= every at).
-		for i, g := range gaps {
-			ops[i] = g.w.checkOp()
+		for i, c := range batch {
+			ops[i] = c.w.checkOp()
 		}
 		if resp, err = m.read(ops); err != nil {
 			return err
@@ -158,55 +153,26 @@ func (m *mux) checkGaps(gaps []gapCheck) error {
 	m.mu.Lock()
 	var ns []notice
 	kick := false
-	for i, g := range gaps {
-		w := g.w
-		if w.state != watchLive {
-			continue // stopped, finished or compacted meanwhile
+	for i, c := range batch {
+		if !c.wanted() {
+			continue
 		}
-		if n, gone := m.settleLocked(w, rangeKvs(resp, i), revs(i)); gone {
+		n, gone := m.settleLocked(c.w, rangeKvs(resp, i), revs(i))
+		switch {
+		case gone:
 			ns = append(ns, n)
 			kick = true // its cancel
+		case c.at == 0:
+			c.w.state = watchLive
+			if m.cur != nil {
+				m.createLocked(m.cur, c.w)
+				kick = true
+			} // else the next stream creates it
 		}
 	}
 	m.mu.Unlock()
 	deliver(ns)
 	if kick {
-		m.kickFlush()
-	}
-	return nil
-}
-
-// checkCompacted reads the keys of compacted watches and settles them:
-// the ones still there are created again.
-func (m *mux) checkCompacted(batch []*keyWatch) error {
-	ops := make([]clientv3.Op, len(batch))
-	for i, w := range batch {
-		ops[i] = w.checkOp()
-	}
-	resp, err := m.read(ops)
-	if err != nil {
-		return err
-	}
-	rev := resp.Header.GetRevision()
-	m.mu.Lock()
-	var ns []notice
-	s := m.cur
-	for i, w := range batch {
-		if w.state != watchChecking {
-			continue // stopped or failed meanwhile
-		}
-		if n, gone := m.settleLocked(w, rangeKvs(resp, i), rev); gone {
-			ns = append(ns, n)
-			continue
-		}
-		w.state = watchLive
-		if s != nil {
-			m.createLocked(s, w)
-		} // else the next stream creates it
-	}
-	m.mu.Unlock()
-	deliver(ns)
-	if s != nil {
 		m.kickFlush()
 	}
 	return nil

@@ -181,8 +181,7 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 		}
 		if covered > w.from {
 			// A read settles the deletes from w.from on (watchcheck.go).
-			m.gaps = append(m.gaps, gapCheck{w: w, at: covered - 1})
-			m.startChecksLocked()
+			m.startChecksLocked(check{w: w, at: covered - 1})
 		}
 		return nil, false, false
 
@@ -200,8 +199,7 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 		}
 		m.cancelLocked(w) // lets etcd forget the ID as well
 		w.state = watchChecking
-		m.compacted = append(m.compacted, w)
-		m.startChecksLocked()
+		m.startChecksLocked(check{w: w})
 		return nil, true, false
 
 	case r.Canceled:
@@ -256,7 +254,7 @@ func (m *mux) stopForGood(err error) {
 	for w := range m.live {
 		ns = append(ns, m.finishLocked(w, 0, err))
 	}
-	m.gaps, m.compacted = nil, nil
+	m.checks = nil
 	m.mu.Unlock()
 	deliver(ns)
 }

@@ -44,9 +44,8 @@ var (
 // cluster, or failover group) c talks to. The caller keeps ownership of c
 // (its TLS, auth, pool) and closes it after the Backend.
 //
-// New subscribes to the Backend's events channel and to the keyspace
-// notifications of its leases, and returns once the server has confirmed
-// both, or ctx ends. It reads notify-keyspace-events and logs a WARN when
+// New subscribes to the keyspace notifications of the Backend's leases,
+// and returns once the server has confirmed it, or ctx ends. It reads notify-keyspace-events and logs a WARN when
 // the notifications a deleted lease needs (K, g and x) are off: a lease
 // deleted by an operator then reaches its holders only at their next
 // renewal. On failure nothing is left open; errors wrap ErrInvalidConfig
@@ -66,7 +65,8 @@ func New(ctx context.Context, c goredis.UniversalClient, opts ...Option) (*Backe
 	if o.logger == nil {
 		o.logger = slog.Default()
 	}
-	b := &Backend{c: c, lay: lay, db: dbOf(c), log: o.logger, reg: newRegistry(), done: make(chan struct{})}
+	b := &Backend{c: c, lay: lay, db: dbOf(c), log: o.logger, done: make(chan struct{})}
+	b.reg = newRegistry(lay, sender{b})
 	b.checkNotifications(ctx)
 	ps, err := b.subscribe(ctx)
 	if err != nil {

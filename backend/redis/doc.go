@@ -33,12 +33,17 @@
 //
 // # Waiting and loss
 //
-// A Backend has one Pub/Sub connection. Scripts publish every admission,
-// departure and value change on {prefix}events; a waiter wakes only for
-// the claims it waits for (package backend's WaitFor), and at the end of
-// their leases (a timer from the server's PTTL: an expired lease is
-// reaped by the next read of its keys), never by polling. After the
-// subscription is restored, each waiter reads its queue again. The
+// A Backend has one Pub/Sub connection. Scripts publish each admission and
+// departure of a claim on the claim's channel, {prefix}e:<token>, and
+// each admission, departure and value change on the key's channel,
+// {prefix}k:<key>. A Backend subscribes only to the channels of the claims
+// its waiters wait for (package backend's WaitFor), so a release reaches
+// only the Backends it can admit, and to the channels of the keys its
+// Observes watch (see subs.go for how a subscription made after a read is
+// confirmed). A waiter also wakes at the end of those claims' leases (a
+// timer from the server's PTTL: an expired lease is reaped by the next
+// read of its keys), never by polling. After the subscription is
+// restored, each waiter reads its queue again. The
 // Backend also subscribes to the keyspace notifications of its leases: a
 // lease deleted or expired reaches its holders' OnLost at once. Those
 // notifications need notify-keyspace-events to include K, g and x; New

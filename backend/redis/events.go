@@ -23,29 +23,67 @@ const (
 	cleanupTimeout = 5 * time.Second
 )
 
-// subscribe opens a subscription to the Backend's events and the keyspace
-// notifications of its leases, and waits for the server to confirm both.
+// subscribe opens the subscriber connection with the keyspace
+// notifications of the Backend's leases, and waits for the server to
+// confirm it. The channels of claims and keys are added as waiters need
+// them (see subs.go).
 func (b *Backend) subscribe(ctx context.Context) (*goredis.PubSub, error) {
-	ps := b.newPubSub(ctx)
-	for n := 0; n < 2; {
+	ps := b.newPubSub(ctx, nil)
+	for {
 		msg, err := ps.Receive(ctx)
 		if err != nil {
 			_ = ps.Close()
 			return nil, err
 		}
 		if _, ok := msg.(*goredis.Subscription); ok {
-			n++
+			return ps, nil
 		}
 	}
-	return ps, nil
 }
 
-// newPubSub subscribes without waiting: a failure shows at the next
-// Receive, and go-redis subscribes again on every new connection.
-func (b *Backend) newPubSub(ctx context.Context) *goredis.PubSub {
-	ps := b.c.Subscribe(ctx, b.lay.events())
+// newPubSub subscribes to channels and then to the notifications of
+// leases, without waiting: a failure shows at the next Receive, and
+// go-redis subscribes again on every new connection, the channels before
+// the pattern, so that the pattern's confirmation follows them.
+func (b *Backend) newPubSub(ctx context.Context, channels []string) *goredis.PubSub {
+	ps := b.c.Subscribe(ctx, channels...)
 	_ = ps.PSubscribe(ctx, b.lay.leaseSpace(b.db))
 	return ps
+}
+
+// pubSub returns the current subscription, nil once closed.
+func (b *Backend) pubSub() *goredis.PubSub {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.psClosed {
+		return nil
+	}
+	return b.ps
+}
+
+// sender is the registry's subscriber: it sends on the Backend's current
+// subscription. Errors are left to the listener: the connection is then
+// broken, and once go-redis has made a new one, with every channel
+// subscribed again, every waiter reads again.
+type sender struct{ b *Backend }
+
+func (s sender) subscribe(channels []string, ping uint64) {
+	if ps := s.b.pubSub(); ps != nil {
+		_ = ps.Subscribe(context.Background(), channels...)
+		_ = ps.Ping(context.Background(), strconv.FormatUint(ping, 10))
+	}
+}
+
+func (s sender) unsubscribe(channels []string) {
+	if ps := s.b.pubSub(); ps != nil {
+		_ = ps.Unsubscribe(context.Background(), channels...)
+	}
+}
+
+func (s sender) ping(seq uint64) {
+	if ps := s.b.pubSub(); ps != nil {
+		_ = ps.Ping(context.Background(), strconv.FormatUint(seq, 10))
+	}
 }
 
 // listen reads the subscription until ctx ends, dispatching events to the
@@ -89,19 +127,31 @@ func (b *Backend) listen(ctx context.Context) {
 			switch m := msg.(type) {
 			case *goredis.Message:
 				b.dispatch(m)
+			case *goredis.Pong:
+				if seq, err := strconv.ParseUint(m.Payload, 10, 64); err == nil {
+					b.reg.pong(seq)
+				}
 			case *goredis.Subscription:
-				if m.Kind == "subscribe" || m.Kind == "psubscribe" {
+				// The pattern is subscribed again last on a new
+				// connection (the first one's confirmation was taken by
+				// subscribe).
+				if m.Kind == "psubscribe" {
 					b.reg.resubscribed()
+					b.reg.reconfirm()
 				}
 			}
 		}
 	}
 }
 
-// replace closes a silent subscription and opens another.
+// replace closes a silent subscription and opens another, with the
+// channels the old one had. Under the registry's subMu, so that no
+// channel is added to or dropped from the old one meanwhile.
 func (b *Backend) replace(ctx context.Context, old *goredis.PubSub) {
+	b.reg.subMu.Lock()
+	defer b.reg.subMu.Unlock()
 	_ = old.Close()
-	ps := b.newPubSub(ctx)
+	ps := b.newPubSub(ctx, b.reg.subscribed())
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.psClosed {
@@ -114,12 +164,12 @@ func (b *Backend) replace(ctx context.Context, old *goredis.PubSub) {
 // dispatch routes one message: a claim event, or the deletion or expiry of
 // a lease.
 func (b *Backend) dispatch(m *goredis.Message) {
-	if m.Channel == b.lay.events() {
+	if m.Pattern == "" {
 		what, rest, _ := strings.Cut(m.Payload, " ")
 		tok, key, ok := strings.Cut(rest, " ")
 		token, err := strconv.ParseUint(tok, 10, 64)
 		if ok && err == nil && len(what) == 1 {
-			b.reg.event(claimEvent{key: key, token: token}, what[0])
+			b.reg.event(claimEvent{key: key, token: token}, what[0], strings.HasPrefix(m.Channel, b.lay.tag+"k:"))
 		}
 		return
 	}

@@ -25,7 +25,8 @@ const maxPrefixLen = 256
 //	{p}q:<key>        the queue of a lock key: claim ids scored by token
 //	{p}c:<key>        the claims' records at that key
 //	{p}s:<key>        the highest stamp recorded at that key
-//	{p}events         the channel of claim events
+//	{p}e:<token>      the channel of the events of the claim with that token
+//	{p}k:<key>        the channel of the events of every claim at that key
 type layout struct {
 	tag string // "{" + prefix + "}"
 }
@@ -56,8 +57,13 @@ func checkPrefix(p string) error {
 	return nil
 }
 
-func (l layout) token() string  { return l.tag + "token" }
-func (l layout) events() string { return l.tag + "events" }
+func (l layout) token() string { return l.tag + "token" }
+
+// claimChannel and keyChannel name the channels a claim's events go to.
+func (l layout) claimChannel(token uint64) string {
+	return l.tag + "e:" + strconv.FormatUint(token, 10)
+}
+func (l layout) keyChannel(key string) string { return l.tag + "k:" + key }
 
 // leaseSpace is the keyspace notification pattern of every lease of the
 // layout in database db, with the glob characters of the tag escaped.

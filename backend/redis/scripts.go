@@ -18,8 +18,10 @@ import goredis "github.com/redis/go-redis/v9"
 //
 // with the owner label in field <id>:o and the value in <id>:v. Its place
 // in the queue is the member <id> of the sorted set {p}q:<key>, scored by
-// token. Its lease indexes it as "<id>\n<key>" in the set {p}lc:<lease>. Events go to the channel {p}events as
-// "<a|d|v> <token> <key>": admitted, departed, value set.
+// token. Its lease indexes it as "<id>\n<key>" in the set {p}lc:<lease>. Each event
+// of a claim, "<a|d|v> <token> <key>" (admitted, departed, value set), goes
+// to the key's channel {p}k:<key>, which its observers hear, and but for a
+// value to the claim's channel {p}e:<token>, which its waiters hear.
 
 // lib holds the functions every script shares; each script is lib followed
 // by its body.
@@ -39,7 +41,9 @@ local function unparse(r)
   return table.concat({r.t, r.l, r.n, r.sh, r.a, r.p, r.at, r.st}, ' ')
 end
 local function event(what, token, key)
-  redis.call('PUBLISH', tag .. 'events', what .. ' ' .. token .. ' ' .. key)
+  local m = what .. ' ' .. token .. ' ' .. key
+  if what ~= 'v' then redis.call('PUBLISH', tag .. 'e:' .. token, m) end
+  redis.call('PUBLISH', tag .. 'k:' .. key, m)
 end
 -- drop removes claim id at key, whatever its token, and reports its departure.
 local function drop(key, id)
@@ -195,6 +199,21 @@ local nk = tonumber(ARGV[2])
 local keys = slice(3, nk)
 local out = {}
 for i, k in ipairs(keys) do out[i] = state(k, ARGV[2 + nk + i]) end
+return out
+`)
+
+// recordsScript returns the records of given claims, each named by a key
+// and a token: what a waiter checks of the claims it waits for.
+//
+// ARGV: tag, n, then n pairs key, token. Reply: per pair the claim's
+// record, or "" if no claim with that token is queued at that key.
+var recordsScript = goredis.NewScript(lib + `
+local out = {}
+for i = 1, tonumber(ARGV[2]) do
+  local k, t = ARGV[1 + 2 * i], ARGV[2 + 2 * i]
+  local ids = redis.call('ZRANGEBYSCORE', tag .. 'q:' .. k, t, t)
+  out[i] = ids[1] and redis.call('HGET', tag .. 'c:' .. k, ids[1]) or ''
+end
 return out
 `)
 

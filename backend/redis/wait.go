@@ -65,10 +65,52 @@ func (a *acquisition) wait(ctx context.Context, qs [][]queued) error {
 		if err := a.sleep(ctx, w); err != nil {
 			return err
 		}
+		// Woken only because the server confirmed the subscriptions
+		// sleep made: the claims waited for may have changed before,
+		// unheard. Only their departure or admission can change the
+		// claim's standing (backend.WaitFor), so if they are as read
+		// the standing is too, and it waits again without a read of the
+		// whole queue ahead.
+		for a.b.reg.onlyConfirmed(a.w) {
+			same, err := a.unchanged(ctx, w.want)
+			if err != nil {
+				return err
+			}
+			if !same {
+				break
+			}
+			if err := a.sleep(ctx, w); err != nil {
+				return err
+			}
+		}
 		if qs, err = a.read(ctx); err != nil {
 			return err
 		}
 	}
+}
+
+// unchanged reports whether each claim in want is still queued, and
+// admitted or not as when read.
+func (a *acquisition) unchanged(ctx context.Context, want []wanted) (bool, error) {
+	args := make([]any, 0, 2+2*len(want))
+	args = append(args, a.b.lay.tag, len(want))
+	for _, e := range want {
+		args = append(args, e.key, strconv.FormatUint(e.token, 10))
+	}
+	v, err := recordsScript.Run(ctx, a.b.c, []string{a.b.lay.token()}, args...).StringSlice()
+	if err != nil {
+		return false, a.b.fail(ctx, "acquire", err)
+	}
+	if len(v) != len(want) {
+		return false, nil
+	}
+	for i, e := range want {
+		var c queued
+		if v[i] == "" || parseRecord(v[i], &c) != nil || c.admitted != e.admitted {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // standing is what the rule says of a claim, given its keys' queues.
@@ -78,11 +120,12 @@ type standing struct {
 	want   []wanted // when not: the claims whose departure (or admission) may free it
 	leases []backend.LeaseID
 	soon   time.Duration // the earliest end of those claims' leases; negative if none
+	readAt time.Time     // when soon was read
 }
 
 // standing reads where the claim stands in qs, which hold it at each key.
 func (a *acquisition) standing(qs [][]queued) (standing, queued, error) {
-	s := standing{free: true, soon: -1, leases: []backend.LeaseID{a.req.Lease}}
+	s := standing{free: true, soon: -1, leases: []backend.LeaseID{a.req.Lease}, readAt: time.Now()}
 	var own queued
 	for k, q := range qs {
 		i := -1
@@ -134,7 +177,7 @@ func (s *standing) addWait(key string, q []queued, w backend.Wait) {
 
 // add waits for c's departure, and its admission too if admission.
 func (s *standing) add(key string, c queued, admission bool) {
-	s.want = append(s.want, wanted{claimEvent{key: key, token: c.token}, admission})
+	s.want = append(s.want, wanted{claimEvent{key: key, token: c.token}, admission, c.admitted})
 	s.leases = append(s.leases, c.lease)
 	if c.pttl >= 0 && (s.soon < 0 || c.pttl < s.soon) {
 		s.soon = c.pttl
@@ -152,7 +195,7 @@ func (a *acquisition) sleep(ctx context.Context, s standing) error {
 	if s.soon >= 0 {
 		// Just past the lease's end by the server's count: the read that
 		// follows finds the lease gone and reaps its claims.
-		t := time.NewTimer(s.soon + time.Millisecond)
+		t := time.NewTimer(s.soon + time.Millisecond - time.Since(s.readAt))
 		defer t.Stop()
 		expiry = t.C
 	}

@@ -11,23 +11,37 @@ import (
 // Backend that wait for it: Acquires waiting for claims ahead of theirs,
 // Observes, and holders to tell of a loss. Safe for concurrent use.
 type registry struct {
-	mu       sync.Mutex
-	byKey    map[string]map[*watcher]struct{}
-	byLease  map[backend.LeaseID]map[*watcher]struct{} // armed watchers only
-	disarmed map[*watcher]struct{}
-	claims   map[backend.LeaseID]map[*tracked]struct{}
-	byRef    map[claimRef]*tracked // holders, for Release
-	held     map[backend.LeaseID]*heldOn
+	lay layout
+	sub subscriber // nil: no connection (the registry's own tests)
+	// subMu orders changes of the subscriptions with the commands that
+	// make them; taken before mu.
+	subMu sync.Mutex
+
+	mu          sync.Mutex
+	chans       map[string]*chanSub
+	pinged      uint64                // the last ping sent
+	ponged      uint64                // the last ping answered
+	unconfirmed map[*watcher]struct{} // armed watchers holding an unconfirmed channel
+	byKey       map[string]map[*watcher]struct{}
+	byLease     map[backend.LeaseID]map[*watcher]struct{} // armed watchers only
+	disarmed    map[*watcher]struct{}
+	claims      map[backend.LeaseID]map[*tracked]struct{}
+	byRef       map[claimRef]*tracked // holders, for Release
+	held        map[backend.LeaseID]*heldOn
 }
 
-func newRegistry() *registry {
+func newRegistry(lay layout, sub subscriber) *registry {
 	return &registry{
-		byKey:    map[string]map[*watcher]struct{}{},
-		byLease:  map[backend.LeaseID]map[*watcher]struct{}{},
-		disarmed: map[*watcher]struct{}{},
-		claims:   map[backend.LeaseID]map[*tracked]struct{}{},
-		byRef:    map[claimRef]*tracked{},
-		held:     map[backend.LeaseID]*heldOn{},
+		lay:         lay,
+		sub:         sub,
+		chans:       map[string]*chanSub{},
+		unconfirmed: map[*watcher]struct{}{},
+		byKey:       map[string]map[*watcher]struct{}{},
+		byLease:     map[backend.LeaseID]map[*watcher]struct{}{},
+		disarmed:    map[*watcher]struct{}{},
+		claims:      map[backend.LeaseID]map[*tracked]struct{}{},
+		byRef:       map[claimRef]*tracked{},
+		held:        map[backend.LeaseID]*heldOn{},
 	}
 }
 
@@ -38,10 +52,12 @@ type claimEvent struct {
 }
 
 // wanted is what a waiter waits for of one claim: its departure, and its
-// admission too when admission is set.
+// admission too when admission is set. admitted is whether the claim was
+// admitted when read.
 type wanted struct {
 	claimEvent
 	admission bool
+	admitted  bool
 }
 
 // watcher is one goroutine waiting for events. Between disarm and arm it
@@ -54,7 +70,10 @@ type watcher struct {
 	any  bool // every event of its keys wakes it (an Observe)
 
 	// Guarded by registry.mu.
+	chans      []string // the channels it holds, kept from one arm to the next
 	armed      bool
+	woke       byte                // why it was last signalled since armed: 0, wokeEvent or wokeConfirmed
+	readFrom   uint64              // the last ping answered when its last read began
 	want       map[claimEvent]bool // the claims waited for; true: their admission too
 	leases     []backend.LeaseID
 	seen       []heard
@@ -74,14 +93,28 @@ const maxSeen = 64
 
 // hear records e, heard while w is disarmed. Guarded by registry.mu.
 func (w *watcher) hear(e claimEvent, what byte) {
-	if what != departed && what != admitted {
-		return
+	if what == valueSet && !w.any {
+		return // a value never frees a waiter
 	}
 	if len(w.seen) < maxSeen {
 		w.seen = append(w.seen, heard{e, what})
 	} else {
 		w.stale = true
 	}
+}
+
+// Why a watcher was signalled.
+const (
+	wokeEvent     = 'e' // an event, a lease's end or a resubscription
+	wokeConfirmed = 'c' // only the confirmation of its subscriptions
+)
+
+// wake signals w for why. Guarded by registry.mu.
+func (w *watcher) wakeFor(why byte) {
+	if w.woke != wokeEvent {
+		w.woke = why
+	}
+	w.signal()
 }
 
 func (w *watcher) signal() {
@@ -96,6 +129,7 @@ func (r *registry) watch(keys []string, any bool) *watcher {
 	w := &watcher{wake: make(chan struct{}, 1), keys: keys, any: any}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	w.readFrom = r.ponged
 	for _, k := range keys {
 		m := r.byKey[k]
 		if m == nil {
@@ -108,10 +142,18 @@ func (r *registry) watch(keys []string, any bool) *watcher {
 	return w
 }
 
-// unwatch forgets w.
+// unwatch forgets w, and the channels only it held.
 func (r *registry) unwatch(w *watcher) {
+	r.subMu.Lock()
+	defer r.subMu.Unlock()
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	_, drop, _ := r.retain(w, nil)
+	r.unwatchLocked(w)
+	r.mu.Unlock()
+	r.send(nil, drop, 0)
+}
+
+func (r *registry) unwatchLocked(w *watcher) {
 	r.disarmLocked(w)
 	delete(r.disarmed, w)
 	for _, k := range w.keys {
@@ -144,27 +186,47 @@ func (r *registry) disarmLocked(w *watcher) {
 	}
 	w.armed, w.want, w.leases = false, nil, nil
 	w.seen, w.seenLeases, w.stale = w.seen[:0], w.seenLeases[:0], false
+	w.readFrom = r.ponged
 	r.disarmed[w] = struct{}{}
+	delete(r.unconfirmed, w)
+	// A signal still pending predates the read that follows.
+	select {
+	case <-w.wake:
+	default:
+	}
 }
 
 // arm ends a read: w now waits for what want names (for an Observe, any
-// event of its keys) and the end of leases. It reports false, leaving w disarmed, when something w now
+// event of its keys) and the end of leases, subscribing to the channels
+// that needs. It reports false, leaving w disarmed, when something w now
 // waits for was heard during the read: the read may be stale, so the
-// caller reads again at once.
+// caller reads again at once. When it subscribed to a channel, w is also
+// woken once the subscription is confirmed, to read again.
 func (r *registry) arm(w *watcher, want []wanted, leases []backend.LeaseID) bool {
+	r.subMu.Lock()
+	defer r.subMu.Unlock()
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if !r.armable(w, want, leases) {
 		// Start recording afresh for the read the caller makes now.
 		w.seen, w.seenLeases, w.stale = w.seen[:0], w.seenLeases[:0], false
+		w.woke = wokeEvent
+		r.mu.Unlock()
 		return false
 	}
+	add, drop, ping := r.retain(w, r.channels(w, want))
+	r.armLocked(w, want, leases)
+	r.mu.Unlock()
+	r.send(add, drop, ping)
+	return true
+}
+
+func (r *registry) armLocked(w *watcher, want []wanted, leases []backend.LeaseID) {
 	set := make(map[claimEvent]bool, len(want))
 	for _, e := range want {
 		set[e.claimEvent] = set[e.claimEvent] || e.admission
 	}
 	delete(r.disarmed, w)
-	w.armed, w.want, w.leases = true, set, leases
+	w.armed, w.want, w.leases, w.woke = true, set, leases, 0
 	for _, l := range leases {
 		m := r.byLease[l]
 		if m == nil {
@@ -173,7 +235,15 @@ func (r *registry) arm(w *watcher, want []wanted, leases []backend.LeaseID) bool
 		}
 		m[w] = struct{}{}
 	}
-	return true
+	r.armConfirm(w)
+}
+
+// onlyConfirmed reports whether the last wake of w since it was armed was
+// only the confirmation of its subscriptions.
+func (r *registry) onlyConfirmed(w *watcher) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return w.woke == wokeConfirmed
 }
 
 // armable reports whether nothing w heard while disarmed concerns what it
@@ -205,18 +275,24 @@ const (
 )
 
 // event dispatches what happened to a claim: admitted, departed or
-// valueSet. A waiter wakes for the departure of a claim it waits for, and
-// for its admission only if it said so; an Observe for anything.
-func (r *registry) event(e claimEvent, what byte) {
+// valueSet, heard on the key's channel (keyChannel) or the claim's. A
+// waiter wakes for the departure of a claim it waits for, and for its
+// admission only if it said so; an Observe for anything. Each hears only
+// its own kind of channel, so that an event reaching a Backend on both is
+// taken once.
+func (r *registry) event(e claimEvent, what byte, keyChannel bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for w := range r.byKey[e.key] {
+		if w.any != keyChannel {
+			continue
+		}
 		admissionToo, waited := w.want[e]
 		switch {
 		case !w.armed:
 			w.hear(e, what)
 		case w.any || (waited && (what == departed || admissionToo)):
-			w.signal()
+			w.wakeFor(wokeEvent)
 		}
 	}
 }
@@ -229,7 +305,7 @@ func (r *registry) resubscribed() {
 	for _, m := range r.byKey {
 		for w := range m {
 			w.stale = true
-			w.signal()
+			w.wakeFor(wokeEvent)
 		}
 	}
 }
@@ -248,7 +324,7 @@ func (r *registry) leaseEnded(id backend.LeaseID) bool {
 		}
 	}
 	for w := range r.byLease[id] {
-		w.signal()
+		w.wakeFor(wokeEvent)
 	}
 	return len(r.byLease[id]) > 0 || len(r.claims[id]) > 0
 }

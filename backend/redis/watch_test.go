@@ -20,49 +20,63 @@ func woken(w *watcher) bool {
 
 func ev(key string, token uint64) claimEvent { return claimEvent{key: key, token: token} }
 
+// both delivers e as a Backend that waits for the claim and observes its
+// key hears it: on the claim's channel and on the key's.
+func both(r *registry, e claimEvent, what byte) {
+	r.event(e, what, false)
+	r.event(e, what, true)
+}
+
 func TestEventsWakeOnlyTheWaitersTheyConcern(t *testing.T) {
-	r := newRegistry()
+	r := newRegistry(layout{tag: "{t}"}, nil)
 	next := r.watch([]string{"k"}, false)
 	later := r.watch([]string{"k"}, false)
 	counted := r.watch([]string{"k"}, false)
 	obs := r.watch([]string{"k"}, true)
 	other := r.watch([]string{"other"}, true)
-	assert.True(t, r.arm(next, []wanted{{ev("k", 1), false}}, nil))
-	assert.True(t, r.arm(later, []wanted{{ev("k", 2), false}}, nil))
-	assert.True(t, r.arm(counted, []wanted{{ev("k", 1), true}}, nil))
+	assert.True(t, r.arm(next, []wanted{{ev("k", 1), false, false}}, nil))
+	assert.True(t, r.arm(later, []wanted{{ev("k", 2), false, false}}, nil))
+	assert.True(t, r.arm(counted, []wanted{{ev("k", 1), true, false}}, nil))
 	assert.True(t, r.arm(obs, nil, nil))
 	assert.True(t, r.arm(other, nil, nil))
 
-	r.event(ev("k", 1), admitted)
+	both(r, ev("k", 1), admitted)
 	assert.False(t, woken(next), "an exclusive waiter woken by the admission of the claim ahead")
 	assert.True(t, woken(counted), "a counted waiter not woken by the admission it waits for")
 	assert.True(t, woken(obs))
 
-	r.event(ev("k", 1), departed)
+	both(r, ev("k", 1), departed)
 	assert.True(t, woken(next))
 	assert.False(t, woken(later), "a waiter further back woken by a departure it does not wait for")
 	assert.False(t, woken(other), "an observer of another key woken")
 
-	r.event(ev("k", 2), valueSet)
+	r.event(ev("k", 2), valueSet, true)
 	assert.False(t, woken(later), "a waiter woken by a value change")
 	assert.True(t, woken(obs))
+
+	r.event(ev("k", 2), departed, true)
+	assert.False(t, woken(later), "a waiter woken by the key's channel")
+	assert.True(t, woken(obs))
+	r.event(ev("k", 2), departed, false)
+	assert.False(t, woken(obs), "an observer woken by a claim's channel")
+	assert.True(t, woken(later))
 }
 
 func TestEventsHeardDuringAReadAreNotMissed(t *testing.T) {
-	r := newRegistry()
+	r := newRegistry(layout{tag: "{t}"}, nil)
 	w := r.watch([]string{"k"}, false)
-	r.event(ev("k", 7), departed) // while the waiter reads
-	r.event(ev("k", 8), admitted)
-	assert.False(t, r.arm(w, []wanted{{ev("k", 7), false}}, nil), "the read may have missed a departure it waits for")
+	both(r, ev("k", 7), departed) // while the waiter reads
+	both(r, ev("k", 8), admitted)
+	assert.False(t, r.arm(w, []wanted{{ev("k", 7), false, false}}, nil), "the read may have missed a departure it waits for")
 	// arm cleared what it had heard: the next read starts afresh.
-	assert.True(t, r.arm(w, []wanted{{ev("k", 7), false}}, nil))
+	assert.True(t, r.arm(w, []wanted{{ev("k", 7), false, false}}, nil))
 
 	r.disarm(w)
-	r.event(ev("k", 8), admitted)
-	assert.True(t, r.arm(w, []wanted{{ev("k", 8), false}}, nil), "an admission it does not wait for")
+	both(r, ev("k", 8), admitted)
+	assert.True(t, r.arm(w, []wanted{{ev("k", 8), false, false}}, nil), "an admission it does not wait for")
 	r.disarm(w)
-	r.event(ev("k", 8), admitted)
-	assert.False(t, r.arm(w, []wanted{{ev("k", 8), true}}, nil), "an admission it waits for")
+	both(r, ev("k", 8), admitted)
+	assert.False(t, r.arm(w, []wanted{{ev("k", 8), true, false}}, nil), "an admission it waits for")
 
 	r.disarm(w)
 	r.leaseEnded(3)
@@ -73,9 +87,17 @@ func TestEventsHeardDuringAReadAreNotMissed(t *testing.T) {
 	r.leaseEnded(4)
 	assert.True(t, woken(w))
 
+	obs := r.watch([]string{"k"}, true)
+	r.disarm(w)
+	r.event(ev("k", 8), valueSet, false)
+	assert.True(t, r.arm(w, nil, nil), "a waiter reads again for a value")
+	r.event(ev("k", 8), valueSet, true) // while the observer reads
+	assert.False(t, r.arm(obs, nil, nil), "an observer's read may have missed a value")
+	r.unwatch(obs)
+
 	r.disarm(w)
 	for i := range maxSeen + 1 {
-		r.event(ev("k", uint64(100+i)), departed)
+		r.event(ev("k", uint64(100+i)), departed, false)
 	}
 	assert.False(t, r.arm(w, nil, nil), "too much heard: read again")
 	r.unwatch(w)
@@ -85,17 +107,17 @@ func TestEventsHeardDuringAReadAreNotMissed(t *testing.T) {
 }
 
 func TestResubscriptionMakesEveryWaiterReadAgain(t *testing.T) {
-	r := newRegistry()
+	r := newRegistry(layout{tag: "{t}"}, nil)
 	armed := r.watch([]string{"a"}, false)
 	reading := r.watch([]string{"b"}, false)
-	assert.True(t, r.arm(armed, []wanted{{ev("a", 1), false}}, nil))
+	assert.True(t, r.arm(armed, []wanted{{ev("a", 1), false, false}}, nil))
 	r.resubscribed()
 	assert.True(t, woken(armed))
-	assert.False(t, r.arm(reading, []wanted{{ev("b", 1), false}}, nil), "a read under way may have missed events")
+	assert.False(t, r.arm(reading, []wanted{{ev("b", 1), false, false}}, nil), "a read under way may have missed events")
 }
 
 func TestLossReachesHoldersOnce(t *testing.T) {
-	r := newRegistry()
+	r := newRegistry(layout{tag: "{t}"}, nil)
 	var calls []error
 	onLost := backend.LossFunc(func(err error) { calls = append(calls, err) })
 	held := r.track(5, onLost, 1)
@@ -119,7 +141,7 @@ func TestLossReachesHoldersOnce(t *testing.T) {
 }
 
 func TestHeldCountsFollowHoldersAndReleases(t *testing.T) {
-	r := newRegistry()
+	r := newRegistry(layout{tag: "{t}"}, nil)
 	a := r.track(1, nil, 3)
 	b := r.track(1, nil, 1)
 	keys, _ := r.heldOn(1)
@@ -143,4 +165,90 @@ func TestHeldCountsFollowHoldersAndReleases(t *testing.T) {
 	assert.Zero(t, keys)
 	assert.Zero(t, rel)
 	assert.Empty(t, r.held)
+}
+
+// fakeSub records the subscription commands a registry sends.
+type fakeSub struct {
+	subs, unsubs []string
+	pings        []uint64
+}
+
+func (f *fakeSub) subscribe(chs []string, ping uint64) {
+	f.subs = append(f.subs, chs...)
+	f.pings = append(f.pings, ping)
+}
+func (f *fakeSub) unsubscribe(chs []string) { f.unsubs = append(f.unsubs, chs...) }
+func (f *fakeSub) ping(seq uint64)          { f.pings = append(f.pings, seq) }
+
+func TestWaitersSubscribeToTheClaimsTheyWaitForAndReadAgainOnceConfirmed(t *testing.T) {
+	f := &fakeSub{}
+	lay := layout{tag: "{t}"}
+	r := newRegistry(lay, f)
+	a := r.watch([]string{"k"}, false)
+	b := r.watch([]string{"k"}, false)
+	obs := r.watch([]string{"k"}, true)
+
+	assert.True(t, r.arm(a, []wanted{{ev("k", 1), false, false}}, nil))
+	assert.Equal(t, []string{lay.claimChannel(1)}, f.subs)
+	assert.Equal(t, []uint64{1}, f.pings)
+	assert.False(t, woken(a), "woken before the subscription is confirmed")
+	r.pong(1)
+	assert.True(t, woken(a), "not woken to read again once its channel is confirmed")
+	assert.True(t, r.onlyConfirmed(a))
+	r.disarm(a)
+	assert.True(t, r.arm(a, []wanted{{ev("k", 1), false, false}}, nil))
+	assert.False(t, r.onlyConfirmed(a), "arm keeps the last wake's reason")
+	r.event(ev("k", 1), departed, false)
+	assert.True(t, woken(a))
+	assert.False(t, r.onlyConfirmed(a), "an event taken for a confirmation")
+
+	// A second waiter for the same claim shares the channel, confirmed.
+	r.disarm(b) // its read starts after the event
+	assert.True(t, r.arm(b, []wanted{{ev("k", 1), false, false}}, nil))
+	assert.Len(t, f.subs, 1, "a channel subscribed twice")
+	r.pong(1)
+	assert.False(t, woken(b))
+
+	// Re-armed for another claim: the new channel is subscribed, the old
+	// one kept while b holds it.
+	r.disarm(a)
+	assert.True(t, r.arm(a, []wanted{{ev("k", 2), false, false}}, nil))
+	assert.Equal(t, []string{lay.claimChannel(1), lay.claimChannel(2)}, f.subs)
+	assert.Empty(t, f.unsubs)
+	r.unwatch(b)
+	assert.Equal(t, []string{lay.claimChannel(1)}, f.unsubs)
+
+	// After a reconnect the unanswered ping is sent again.
+	r.resubscribed()
+	assert.True(t, woken(a))
+	r.reconfirm()
+	assert.Equal(t, []uint64{1, 2, 3}, f.pings)
+	r.disarm(a)
+	assert.True(t, r.arm(a, []wanted{{ev("k", 2), false, false}}, nil))
+	r.pong(3)
+	assert.True(t, woken(a))
+
+	r.disarm(obs) // a resubscription made it stale
+	assert.True(t, r.arm(obs, nil, nil))
+	assert.Contains(t, f.subs, lay.keyChannel("k"), "an observer not on its key's channel")
+	r.unwatch(a)
+	r.unwatch(obs)
+	assert.ElementsMatch(t, []string{lay.claimChannel(1), lay.claimChannel(2), lay.keyChannel("k")}, f.unsubs)
+	assert.Empty(t, r.chans)
+	assert.Empty(t, r.unconfirmed)
+}
+
+func TestAConfirmationDuringAReadIsNotTakenForOneBeforeIt(t *testing.T) {
+	r := newRegistry(layout{tag: "{t}"}, &fakeSub{})
+	c := r.watch([]string{"k"}, false)
+	assert.True(t, r.arm(c, []wanted{{ev("k", 9), false, false}}, nil))
+	r.disarm(c) // woken by something else: reads while the SUBSCRIBE is on its way
+	r.pong(1)
+	assert.True(t, r.arm(c, []wanted{{ev("k", 9), false, false}}, nil))
+	assert.True(t, woken(c), "a read that may precede the subscription taken as confirmed")
+	assert.True(t, r.onlyConfirmed(c))
+	r.disarm(c)
+	assert.True(t, r.arm(c, []wanted{{ev("k", 9), false, false}}, nil))
+	assert.False(t, woken(c), "woken after a read that followed the confirmation")
+	r.unwatch(c)
 }

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/ash-lock/ashlock/backend"
 )
@@ -63,7 +64,7 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 // standingNew is where a claim added now to qs would stand; it sets
 // expect to the newest token of each queue.
 func (a *acquisition) standingNew(qs [][]queued, expect []string) standing {
-	s := standing{free: true, soon: -1, leases: []backend.LeaseID{a.req.Lease}}
+	s := standing{free: true, soon: -1, leases: []backend.LeaseID{a.req.Lease}, readAt: time.Now()}
 	for k, q := range qs {
 		expect[k] = "0"
 		if len(q) > 0 {

@@ -133,7 +133,7 @@ func TestBadInputOnEtcd(t *testing.T) {
 		{"negative DefaultTTL", connect(ashlock.LockConfig{DefaultTTL: -time.Second}), []error{ashlock.ErrInvalidTTL}},
 		{"negative WatchdogInterval", connect(ashlock.LockConfig{WatchdogInterval: -time.Second}), []error{ashlock.ErrInvalidConfig}},
 		{"WatchdogInterval not below DefaultTTL", connect(ashlock.LockConfig{DefaultTTL: time.Second, WatchdogInterval: time.Second}), []error{ashlock.ErrInvalidConfig}},
-		{"seed with another scheme", connect(ashlock.LockConfig{ClusterSeed: "redis://127.0.0.1:6379"}), []error{ashlock.ErrInvalidConfig}},
+		{"seed with an unregistered scheme", connect(ashlock.LockConfig{ClusterSeed: "zk://127.0.0.1:2181"}), []error{ashlock.ErrInvalidConfig}},
 		{"seed without a scheme", connect(ashlock.LockConfig{ClusterSeed: "127.0.0.1:2379"}), []error{ashlock.ErrInvalidConfig}},
 		{"seed without hosts", connect(ashlock.LockConfig{ClusterSeed: "etcd:///app/"}), []error{ashlock.ErrInvalidConfig, etcd.ErrBadSeed}},
 		{"seed with an empty host", connect(ashlock.LockConfig{ClusterSeed: "etcd://127.0.0.1:2379,,127.0.0.2:2379/"}), []error{ashlock.ErrInvalidConfig, etcd.ErrBadSeed}},

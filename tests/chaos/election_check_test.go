@@ -102,10 +102,10 @@ func (r *electionResult) allowCoalescing() {
 }
 
 // listenerGap is a time, on the run's clock, when an observer on
-// PostgreSQL may have had no listener connection: the notifications sent
-// then are lost, and when the listener is back the observer reads the
-// state once, so a term that began and ended meanwhile is never yielded -
-// as DESIGN allows of a change inside etcd's compacted gap.
+// PostgreSQL or Redis may have had no listener (or subscriber) connection:
+// the notifications sent then are lost, and when it is back the observer
+// reads the state once, so a term that began and ended meanwhile is never
+// yielded - as DESIGN allows of a change inside etcd's compacted gap.
 type listenerGap struct{ from, to int64 }
 
 // excuseGaps moves each term that Observe never yielded, and whose lead
@@ -114,24 +114,45 @@ type listenerGap struct{ from, to int64 }
 func (r *electionResult) excuseGaps(acqs []acquisition, gaps []listenerGap) {
 	var kept []string
 	for _, m := range r.missed {
-		excused := false
-		for _, a := range acqs {
-			if !strings.HasPrefix(m, fmt.Sprintf("term %d led, but Observe never yielded it", a.token)) {
-				continue
-			}
-			for _, g := range gaps {
-				if a.returned >= g.from && max(a.believed, a.returned) <= g.to {
-					excused = true
-				}
-			}
-		}
-		if excused {
+		if _, ok := neverYieldedInside(m, acqs, gaps); ok {
 			r.missedInGap = append(r.missedInGap, m)
 		} else {
 			kept = append(kept, m)
 		}
 	}
 	r.missed = kept
+}
+
+// markHeld adds to each term still missed that was led and last believed
+// while the observer's route held its bytes (one of held: a blackhole or
+// delay aimed at the observer) when that was. The events of such a term
+// reached the observer late, together with the next ones: a term missed
+// then was merged with them by Observe, not lost with a connection. It
+// stays a violation.
+func (r *electionResult) markHeld(acqs []acquisition, held []listenerGap) {
+	for i, m := range r.missed {
+		if g, ok := neverYieldedInside(m, acqs, held); ok {
+			r.missed[i] += fmt.Sprintf("; the observer's connections were held (blackholed or delayed) from %.2fs to %.2fs, "+
+				"and the events sent meanwhile reached it together when they were released",
+				time.Duration(g.from).Seconds(), time.Duration(g.to).Seconds())
+		}
+	}
+}
+
+// neverYieldedInside reports whether m says a term was never yielded
+// whose lead was called and last believed inside one of gaps, and which.
+func neverYieldedInside(m string, acqs []acquisition, gaps []listenerGap) (listenerGap, bool) {
+	for _, a := range acqs {
+		if !strings.HasPrefix(m, fmt.Sprintf("term %d led, but Observe never yielded it", a.token)) {
+			continue
+		}
+		for _, g := range gaps {
+			if a.returned >= g.from && max(a.believed, a.returned) <= g.to {
+				return g, true
+			}
+		}
+	}
+	return listenerGap{}, false
 }
 
 // checkElection runs the election workload's checks: the register's

@@ -159,6 +159,18 @@ func TestExcuseGaps(t *testing.T) {
 	require.Contains(t, res.missed[0], "term 12 ")
 }
 
+// A term never yielded while the observer's route held its bytes stays
+// missed, with when that was.
+func TestMarkHeld(t *testing.T) {
+	acqs := []acquisition{{token: 9, returned: 100, believed: 150}, {token: 12, returned: 180, believed: 260}}
+	res := &electionResult{missed: missedTerms([]uint64{5, 9, 12}, seenTokens(0, 5, 0))}
+	res.markHeld(acqs, []listenerGap{{from: 90, to: 200}})
+	require.Len(t, res.missed, 2, "still violations")
+	assert.Contains(t, res.missed[0], "term 9 ")
+	assert.Contains(t, res.missed[0], "connections were held")
+	assert.NotContains(t, res.missed[1], "connections were held", "term 12 outlasted the hold")
+}
+
 // Coalescing allowed moves only the terms never yielded.
 func TestAllowCoalescing(t *testing.T) {
 	res := &electionResult{missed: missedTerms([]uint64{5, 9, 12}, seenTokens(0, 12, 5, 0))}

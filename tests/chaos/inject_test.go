@@ -17,12 +17,12 @@ const (
 	revokeAttempts = 8
 	revokeRetry    = 250 * time.Millisecond
 	revokeBudget   = 4 * time.Second // all attempts of one revocation
-	// terminateTimeout bounds a pg_terminate_backend.
+	// terminateTimeout bounds a pg_terminate_backend or a CLIENT KILL.
 	terminateTimeout = 4 * time.Second
 	// listenerGrace is how long after the server is back, or after its
-	// connections were ended, the observer's listener may still be
-	// reconnecting: the Backend's longest reconnection backoff (1 s) and
-	// a connection's start.
+	// connections were ended, the observer's listener (Redis: its
+	// subscriber) may still be reconnecting: the Backend's longest
+	// reconnection backoff (1 s on either) and a connection's start.
 	listenerGrace = 2 * time.Second
 	// aimTimeout: how long a fault aimed at the current holder waits for
 	// the moment it aims at (an acquisition; for a freeze, an answered
@@ -62,9 +62,12 @@ type injector struct {
 	// when the revocation returned.
 	revokedAt map[uint64]int64
 	// gaps are the times the observer's listener may have been without a
-	// connection (PostgreSQL's restarts, and ends of the observer's
-	// connections).
+	// connection (PostgreSQL's and Redis's restarts, and ends of the
+	// observer's connections).
 	gaps []listenerGap
+	// held are the times the observer's route held its bytes (a
+	// blackhole or delay aimed at it).
+	held []listenerGap
 }
 
 func newInjector(st store, inspect backend.Backend, prefix string, routes []route, children map[int]*child, clk clock, logf func(string, ...any)) *injector {
@@ -147,6 +150,13 @@ func (inj *injector) gap(from int64) {
 	inj.mu.Unlock()
 }
 
+// observerHeld returns the times the observer's route held its bytes.
+func (inj *injector) observerHeld() []listenerGap {
+	inj.mu.Lock()
+	defer inj.mu.Unlock()
+	return append([]listenerGap(nil), inj.held...)
+}
+
 // listenerGaps returns the gaps recorded.
 func (inj *injector) listenerGaps() []listenerGap {
 	inj.mu.Lock()
@@ -204,7 +214,7 @@ func (inj *injector) apply(ctx context.Context, f fault) func() error {
 		return inj.serverFault(ctx, f)
 	case faultBlackhole, faultDelay:
 		return inj.disturb(ctx, f)
-	case faultTerminate:
+	case faultTerminate, faultClientKill:
 		inj.terminate(ctx, f)
 		return nil
 	case faultRevoke:
@@ -286,13 +296,23 @@ func (inj *injector) disturb(ctx context.Context, f fault) func() error {
 	} else {
 		r.delay(f.latency)
 	}
+	from := inj.clk.now()
 	inj.count(f.kind.String())
 	inj.logf("fault %v: holder %d", f, h)
-	return func() error { r.heal(); return nil }
+	return func() error {
+		r.heal()
+		if h == inj.observerRoute {
+			inj.mu.Lock()
+			inj.held = append(inj.held, listenerGap{from: from, to: inj.clk.now()})
+			inj.mu.Unlock()
+		}
+		return nil
+	}
 }
 
 // terminate ends every connection of one holder's (its pool's and its
-// Backend's listener's) with pg_terminate_backend.
+// Backend's listener's or subscriber's) from the server's side:
+// pg_terminate_backend on PostgreSQL, CLIENT KILL on Redis.
 func (inj *injector) terminate(ctx context.Context, f fault) {
 	h := inj.aim(ctx, f)
 	if h < 0 {

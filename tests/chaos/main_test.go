@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 	"go.uber.org/goleak"
 
 	"github.com/ash-lock/ashlock/tests/etcdtest"
@@ -30,6 +32,9 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	// go-redis logs every failed dial, which Redis's faults make by the
+	// hundred; what they cost shows in the checks.
+	goredis.SetLogger(&logging.VoidLogger{})
 	if os.Getenv(workerEnv) != "" {
 		// A child holder: the test binary re-executed by startChild.
 		os.Exit(workerMain())

@@ -16,23 +16,25 @@ const (
 	faultDelay                       // delay all traffic between one holder and etcd
 	faultRevoke                      // revoke a child holder's lease
 	faultFreeze                      // SIGSTOP a child holder for longer than its TTL
-	// PostgreSQL's own faults. (Kinds are only ever added at the end, so
-	// that a seed keeps drawing the schedule it always drew.)
+	// The faults of a store that is one server (PostgreSQL, Redis). (Kinds
+	// are only ever added at the end, so that a seed keeps drawing the
+	// schedule it always drew.)
 	faultServerRestart // immediate shutdown of the server, started again later
 	faultServerPause   // SIGSTOP every server process, SIGCONT later
 	faultTerminate     // pg_terminate_backend of one holder's connections
+	faultClientKill    // Redis: CLIENT KILL of one holder's connections
 	numFaultKinds
 )
 
 var faultNames = [numFaultKinds]string{
 	"leader-kill", "member-partition", "client-blackhole", "client-delay", "lease-revoke", "sigstop",
-	"server-restart", "server-sigstop", "pg-terminate",
+	"server-restart", "server-sigstop", "pg-terminate", "client-kill",
 }
 
 func (k faultKind) String() string { return faultNames[k] }
 
 // clusterFault reports whether k acts on the store's servers (the etcd
-// members, the PostgreSQL server); those are injected one at a time, so
+// members, the PostgreSQL or Redis server); those are injected one at a time, so
 // that an etcd quorum always remains.
 func (k faultKind) clusterFault() bool {
 	return k == faultLeaderKill || k == faultPartition || k == faultServerRestart || k == faultServerPause
@@ -137,14 +139,14 @@ func stream(rng *rand.Rand, period time.Duration, kinds []faultKind, p profile) 
 		case faultServerPause:
 			// Shorter than the TTL (renewals resume in time) or longer.
 			f.hold = between(500*time.Millisecond, p.ttl+2500*time.Millisecond)
-		case faultTerminate:
+		case faultTerminate, faultClientKill:
 			f.current = p.targeted || rng.IntN(2) == 0
 		}
 		out = append(out, f)
 		at += f.hold + between(500*time.Millisecond, 2*time.Second)
 		if f.kind == faultServerRestart || f.kind == faultServerPause {
-			// PostgreSQL is one server: each of its faults stops every
-			// holder, so the lock gets a few seconds between them. (Drawn
+			// PostgreSQL and Redis are one server: each of its faults stops
+			// every holder, so the lock gets a few seconds between them. (Drawn
 			// only for these kinds: etcd's schedules stay as they were.)
 			at += between(4*time.Second, 8*time.Second)
 		}

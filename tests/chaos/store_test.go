@@ -9,7 +9,8 @@ import (
 )
 
 // A store is what a run keeps its locks in: a three-member etcd cluster
-// (store_etcd_test.go) or a PostgreSQL server (store_pg_test.go). The
+// (store_etcd_test.go), a PostgreSQL server (store_pg_test.go) or a Redis
+// server (store_redis_test.go). The
 // workloads, the holders in this process and in children, the clock and
 // every check are the same whatever the store; a store supplies only:
 //
@@ -19,7 +20,8 @@ import (
 //   - where that register lives, and its record of applied writes
 //     (initRegister, registerRecord): a key in etcd written with a Txn
 //     guarded by the claim's ownership comparison, a row in PostgreSQL
-//     written in a transaction that passed the Backend's Fence;
+//     written in a transaction that passed the Backend's Fence, a Redis
+//     key written by a script that first checks the claim holds;
 //   - the faults it can inject: its own (serverFault, one at a time) and
 //     the revocation of a claim's lease (revokeLease), as an operator
 //     would; the client faults act on routes, and the freezes on
@@ -58,6 +60,7 @@ type store interface {
 const (
 	storeEtcd     = ""
 	storePostgres = "postgres"
+	storeRedis    = "redis"
 )
 
 // launchStore starts the store called name.
@@ -67,6 +70,8 @@ func launchStore(ctx context.Context, name string) (store, error) {
 		return launchEtcd(ctx)
 	case storePostgres:
 		return launchPostgres(ctx)
+	case storeRedis:
+		return launchRedis(ctx)
 	}
 	return nil, fmt.Errorf("no store %q", name)
 }
@@ -77,6 +82,8 @@ type endpoint struct {
 	Store     string   `json:"store,omitempty"`
 	Endpoints []string `json:"endpoints,omitempty"` // etcd: the route's proxies
 	DSN       string   `json:"dsn,omitempty"`       // PostgreSQL: through the route's proxy
+	Addr      string   `json:"addr,omitempty"`      // Redis: the route's proxy
+	Name      string   `json:"name,omitempty"`      // Redis: the client name of the holder's connections
 }
 
 // route is one holder's own way to the store, so that client faults can
@@ -96,7 +103,7 @@ type route interface {
 }
 
 // terminator is a route whose holder's connections the server can end
-// (PostgreSQL's pg_terminate_backend).
+// (PostgreSQL's pg_terminate_backend, Redis's CLIENT KILL).
 type terminator interface {
 	terminate(ctx context.Context) (int, error)
 }
@@ -130,6 +137,8 @@ func openConn(ctx context.Context, ep endpoint) (conn, error) {
 		return openEtcdConn(ep)
 	case storePostgres:
 		return openPgConn(ctx, ep)
+	case storeRedis:
+		return openRedisConn(ep), nil
 	}
 	return nil, fmt.Errorf("no store %q", ep.Store)
 }

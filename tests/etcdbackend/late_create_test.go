@@ -23,9 +23,9 @@ func newLateCreate(t *testing.T, prefix string) *lateRequest[pb.TxnResponse] {
 
 // An Acquire whose create got no answer, and which etcd applies only after
 // the Acquire's cleanup has deleted the claim by name, leaves nothing that
-// blocks the key while its lease lives: the claim the late create makes,
-// bound to that lease, is deleted, at every key of a multi-key claim, and
-// another client takes the keys while the lease is still alive.
+// blocks the key while its lease lives: the late create fails (the cleanup
+// moved the lease's fence), at every key of a multi-key claim, and another
+// client takes the keys while the lease is still alive.
 func TestLateCreateLeavesNoStray(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -43,10 +43,11 @@ func TestLateCreateLeavesNoStray(t *testing.T) {
 			lc.armed.Store(true)
 			_, err := b.Acquire(testCtx(t, waitBound), r)
 			require.ErrorIs(t, err, backend.ErrUnavailable, "Acquire whose create got no answer")
-			require.Empty(t, keys(t, cli, prefix), "keys after the failed Acquire's cleanup")
+			require.Empty(t, keys(t, cli, prefix+"claims/"), "claims after the failed Acquire's cleanup")
 			applied, _ := lc.apply(t)
-			require.NotNil(t, applied, "the late create failed")
-			require.True(t, applied.Succeeded, "the late create made its claim")
+			require.NotNil(t, applied, "the late create was refused")
+			require.False(t, applied.Succeeded, "the late create's compares")
+			require.Empty(t, keys(t, cli, prefix+"claims/"), "claims after the late create")
 
 			o := request("k", lo, "other")
 			o.Keys = tt.keys
@@ -54,7 +55,31 @@ func TestLateCreateLeavesNoStray(t *testing.T) {
 			_, err = b.KeepAlive(testCtx(t, waitBound), l.ID)
 			require.NoError(t, err, "the late create's lease, once the other client holds the key")
 			release(t, other, c)
-			assert.Empty(t, keys(t, cli, prefix), "keys left under the prefix")
+			assert.Empty(t, keys(t, cli, prefix+"claims/"), "claims left")
 		})
 	}
+}
+
+// A fair Acquire whose first create got no answer sends it again and holds
+// the key; that first try, applied only after the claim's release, makes
+// nothing (the Acquire moved its lease's fence once it had an answer), so
+// the key is free for another client while the lease lives.
+func TestLateFirstTryOfRetriedEnqueueMakesNothing(t *testing.T) {
+	prefix := uniquePrefix(t)
+	lc := newLateCreate(t, prefix)
+	b, cli := newBackend(t, shared, prefix, lc.configure)
+	other, _ := newBackend(t, shared, prefix)
+	l, lo := grant(t, b, 30*time.Second), grant(t, other, 30*time.Second)
+
+	lc.armed.Store(true)
+	c := acquire(t, b, request("k", l, "retried"))
+	release(t, b, c)
+	require.Empty(t, keys(t, cli, prefix+"claims/"), "claims after the release")
+	applied, _ := lc.apply(t)
+	require.NotNil(t, applied, "the late first try was refused")
+	require.False(t, applied.Succeeded, "the late first try's compares")
+	require.Empty(t, keys(t, cli, prefix+"claims/"), "claims after the late first try")
+
+	o := acquire(t, other, request("k", lo, "other"))
+	release(t, other, o)
 }

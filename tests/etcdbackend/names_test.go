@@ -369,7 +369,7 @@ func deletes(req any) bool {
 		return true
 	case *pb.TxnRequest:
 		for _, op := range append(r.Success, r.Failure...) {
-			if op.GetRequestDeleteRange() != nil {
+			if op.GetRequestDeleteRange() != nil || (op.GetRequestTxn() != nil && deletes(op.GetRequestTxn())) {
 				return true
 			}
 		}

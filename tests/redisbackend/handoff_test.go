@@ -26,7 +26,8 @@ func TestHandoffCostIsConstant(t *testing.T) {
 			rc := srv.Client()
 			defer rc.Close()
 			rc.AddHook(countCalls{&calls})
-			b, err := redisb.New(ctx, rc, redisb.WithPrefix(redistest.Prefix()))
+			prefix := redistest.Prefix()
+			b, err := redisb.New(ctx, rc, redisb.WithPrefix(prefix))
 			require.NoError(t, err)
 			defer b.Close()
 			l := grant(t, b, time.Minute)
@@ -39,13 +40,20 @@ func TestHandoffCostIsConstant(t *testing.T) {
 			require.NoError(t, b.Release(ctx, warm))
 			require.NoError(t, b.Release(ctx, next.await(t)))
 
+			// Inspected through a Backend of its own, so that calls counts
+			// the waiters' requests alone.
+			inspector, _, _ := newBackendPrefix(t, prefix)
 			holder, err := b.Acquire(ctx, request("handoff", l, "H"))
 			require.NoError(t, err)
+			queued := calls.Load()
 			ps := make([]*pending, waiters)
 			for i := range ps {
 				ps[i] = startAcquire(t, b, request("handoff", l, fmt.Sprint("W", i)))
-				awaitWaiting(t, b, "handoff", i+1)
+				awaitWaiting(t, inspector, "handoff", i+1)
 			}
+			// Each waiter sends its enqueue, and one read once the server
+			// has confirmed its subscription to the claim ahead.
+			awaitCalls(t, &calls, queued+2*int64(waiters))
 
 			idle := calls.Load()
 			time.Sleep(200 * time.Millisecond) // a window in which pollers would show
@@ -64,6 +72,70 @@ func TestHandoffCostIsConstant(t *testing.T) {
 			// an event crossed it, not for one per waiter.
 			assert.LessOrEqual(t, perHandoff, 3.5)
 		})
+	}
+}
+
+// awaitCalls waits until calls reaches n.
+func awaitCalls(t *testing.T, calls *atomic.Int64, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for calls.Load() < n {
+		require.True(t, time.Now().Before(deadline), "%d requests, want %d", calls.Load(), n)
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A release reaches only the Backend whose waiter waits for the claim
+// that left: each Backend subscribes to the channels of the claims its
+// waiters wait for, and to nothing every Backend of the prefix hears.
+func TestWaitersSubscribeOnlyToTheClaimAhead(t *testing.T) {
+	ctx := ctxFor(t)
+	hb, c, prefix := newBackend(t)
+	l := grant(t, hb, time.Minute)
+	holder, err := hb.Acquire(ctx, request("ahead", l, "H"))
+	require.NoError(t, err)
+	const waiters = 3
+	ps := make([]*pending, waiters)
+	for i := range ps {
+		wb, _, _ := newBackendPrefix(t, prefix)
+		ps[i] = startAcquire(t, wb, request("ahead", grant(t, wb, time.Minute), fmt.Sprint("W", i)))
+		awaitWaiting(t, hb, "ahead", i+1)
+	}
+	info, err := hb.Inspect(ctx, "ahead")
+	require.NoError(t, err)
+	// Each claim but the last is waited for by one Backend.
+	want := map[string]int64{}
+	for _, tok := range []uint64{info.Token, info.Waiters[0].Token, info.Waiters[1].Token} {
+		want[fmt.Sprintf("{%s}e:%d", prefix, tok)] = 1
+	}
+	awaitChannels(t, c, prefix, want)
+
+	for _, p := range ps {
+		require.NoError(t, hb.Release(ctx, holder))
+		holder = p.await(t)
+	}
+	require.NoError(t, hb.Release(ctx, holder))
+	awaitChannels(t, c, prefix, map[string]int64{})
+}
+
+// awaitChannels waits until the Pub/Sub channels of prefix are want, with
+// those subscriber counts.
+func awaitChannels(t *testing.T, c *goredis.Client, prefix string, want map[string]int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		chs, err := c.PubSubChannels(ctxFor(t), globEscape("{"+prefix+"}")+"*").Result()
+		require.NoError(t, err)
+		got := map[string]int64{}
+		if len(chs) > 0 {
+			got, err = c.PubSubNumSub(ctxFor(t), chs...).Result()
+			require.NoError(t, err)
+		}
+		if assert.ObjectsAreEqual(want, got) {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "channels %v, want %v", got, want)
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

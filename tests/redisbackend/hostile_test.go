@@ -25,7 +25,7 @@ var hostileKeys = []string{
 	`]] redis.call('FLUSHALL') --[[`,
 	`' .. redis.call('FLUSHALL') .. '`,
 	`\`, `%d`, `%s %s`, `*`, `?`, `[a-z]`, `{`, `}`, `{x}`, `}{`,
-	"q:x", "c:x", "lease:1", "leases", "token", "events", "x:o", "x:v",
+	"q:x", "c:x", "lease:1", "leases", "token", "events", "e:1", "k:x", "x:o", "x:v",
 	"a", "a/", "a/b", "a b", "über", "😀", strings.Repeat("k", backend.MaxKeyLen),
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -47,9 +49,20 @@ type handoffSetup func(b *testing.B, ctr *counter, prefix string, n int) []cycle
 // ashlock's reqs/handoff constant in N. ashlock-one-backend is not a
 // peer but a diagnosis: its N clients (N leases) share one Backend, so one
 // subscriber connection instead of N receives each event; the gap to
-// ashlock is what N subscribers in one process cost per handoff. Run with few iterations
+// ashlock is what N subscribers in one process cost per handoff. floor
+// is not a peer either but the physical bound (see floorHandoff): the
+// very commands of an ashlock handoff sent back to back by one client,
+// the rate handoffs would go at if waking the next holder were free.
+// Each implementation's row also gives floor-handoffs/s and
+// write-floor-handoffs/s, the floor's rates measured just before and
+// just after it (b.N floor handoffs each; the server's fsync time swings
+// with the machine's other disk work), and x-floor, its rate over the
+// floor's. subcmds/handoff counts the commands of Pub/Sub subscribers (SUBSCRIBE,
+// UNSUBSCRIBE, PING), which go-redis hooks do not see, from the server's
+// statistics. Run with few iterations
 // (-benchtime Nx): the polling locks are slow.
 func BenchmarkHandoff(b *testing.B) {
+	setFsync(b)
 	impls := []struct {
 		name  string
 		setup handoffSetup
@@ -61,10 +74,17 @@ func BenchmarkHandoff(b *testing.B) {
 	}
 	for _, n := range waiterCounts {
 		b.Run(fmt.Sprintf("waiters=%d", n), func(b *testing.B) {
+			b.Run("impl=floor", func(b *testing.B) { floorHandoff(b, n) })
+			f := newFloor(b, n)
 			for _, impl := range impls {
 				b.Run("impl="+impl.name, func(b *testing.B) {
 					var ctr counter
-					runHandoff(b, &ctr, impl.setup(b, &ctr, newPrefix("handoff"), n))
+					cycles := impl.setup(b, &ctr, newPrefix("handoff"), n)
+					var around floorTime
+					around.add(b, f)
+					runHandoff(b, &ctr, cycles)
+					around.add(b, f)
+					around.report(b)
 				})
 			}
 		})
@@ -155,6 +175,71 @@ func redislockContenders(b *testing.B, ctr *counter, prefix string, n int) []cyc
 	return cycles
 }
 
+// floorTime adds up floor runs of b.N handoffs each, made around an
+// implementation's run.
+type floorTime struct {
+	chain, writes time.Duration
+	handoffs      int
+}
+
+func (t *floorTime) add(b *testing.B, f *floor) {
+	b.Helper()
+	c, w, err := f.measure(runCtx(b), b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t.chain, t.writes, t.handoffs = t.chain+c, t.writes+w, t.handoffs+b.N
+}
+
+// report reports the floor's rates beside the implementation's, reading
+// the handoffs/s it reported (its b.Elapsed).
+func (t *floorTime) report(b *testing.B) {
+	floorRate := float64(t.handoffs) / t.chain.Seconds()
+	b.ReportMetric(floorRate, "floor-handoffs/s")
+	b.ReportMetric(float64(t.handoffs)/t.writes.Seconds(), "write-floor-handoffs/s")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/floorRate, "x-floor")
+}
+
+// probeEvery paces the probe's writes: often enough to sample the
+// server's write latency many times a second, rarely enough to add little
+// to the load it measures.
+const probeEvery = 5 * time.Millisecond
+
+// startProbe starts writing to a key of its own, one write at a time,
+// every probeEvery, on a client of its own, and returns the function that
+// stops it and returns the median time a write took: one round trip and
+// the wait for the fsync (appendfsync always) that the write joins, the
+// least a durable handoff can cost at that moment.
+func startProbe(b *testing.B) func() time.Duration {
+	c := newClient(b, nil)
+	key := newPrefix("probe") + "n"
+	ctx, stop := context.WithCancel(runCtx(b))
+	var took []time.Duration
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(probeEvery)
+		defer tick.Stop()
+		for {
+			start := time.Now()
+			if c.Incr(ctx, key).Err() != nil {
+				return // stopped
+			}
+			took = append(took, time.Since(start))
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() time.Duration {
+		stop()
+		<-done
+		return percentile(took, 0.5)
+	}
+}
+
 // runHandoff runs the contenders until b.N handoffs have been timed. The
 // first len(cycles) acquisitions are a warm-up that fills the queue; the
 // timer and the request counts cover the next b.N acquisitions only, so
@@ -219,13 +304,18 @@ func runHandoff(b *testing.B, ctr *counter, cycles []cycleFunc) {
 	}
 	err := await(warmed)
 	if err == nil {
-		before := ctr.requests()
+		before, subs := ctr.requests(), subCommands(b)
+		probing := startProbe(b)
 		b.ResetTimer()
 		b.StartTimer()
 		err = await(finished)
 		b.StopTimer()
+		write := probing()
 		if err == nil {
+			b.ReportMetric(ms(write), "write-ms")
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()*write.Seconds(), "handoffs/write")
 			b.ReportMetric(float64(ctr.requests()-before)/float64(b.N), "reqs/handoff")
+			b.ReportMetric(float64(subCommands(b)-subs)/float64(b.N), "subs/handoff")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "handoffs/s")
 		}
 	}
@@ -252,4 +342,27 @@ func (t *turns) taken() <-chan struct{} {
 	}
 	t.ch = make(chan struct{})
 	return t.ch
+}
+
+// subCommands returns how many SUBSCRIBE and UNSUBSCRIBE commands the
+// server has run (INFO commandstats).
+func subCommands(b *testing.B) int64 {
+	info, err := newClient(b, nil).Info(runCtx(b), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n int64
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (name != "cmdstat_subscribe" && name != "cmdstat_unsubscribe") {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		c, err := strconv.ParseInt(calls, 10, 64)
+		if err != nil {
+			b.Fatalf("commandstats: %q: %v", line, err)
+		}
+		n += c
+	}
+	return n
 }

@@ -31,6 +31,7 @@ const doneBound = 10 * time.Second
 // iteration, all iterations together; ns/op is the time of a whole
 // iteration and is not a figure of merit.
 func BenchmarkDeleteToDone(b *testing.B) {
+	setFsync(b)
 	ctx := runCtx(b)
 	prefix := newPrefix("loss")
 	be := newBackend(b, newClient(b, nil), prefix)

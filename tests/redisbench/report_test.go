@@ -2,7 +2,9 @@ package redisbench_test
 
 import (
 	"context"
+	"os"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -33,3 +35,33 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// fsyncEnv names the environment variable that, when set, makes the
+// benchmarks run with that appendfsync setting (always, everysec or no)
+// instead of the server's own (always): everysec shows what the protocols
+// cost when a write does not wait for the disk.
+const fsyncEnv = "REDISBENCH_APPENDFSYNC"
+
+var fsyncOnce sync.Once
+
+// setFsync applies fsyncEnv to the server, once per process, and reports
+// the setting in force in the benchmark's log.
+func setFsync(b *testing.B) {
+	b.Helper()
+	c := newClient(b, nil)
+	ctx := runCtx(b)
+	var err error
+	fsyncOnce.Do(func() {
+		if v := os.Getenv(fsyncEnv); v != "" {
+			err = c.ConfigSet(ctx, "appendfsync", v).Err()
+		}
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := c.ConfigGet(ctx, "appendfsync").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("appendfsync %s", cfg["appendfsync"])
+}

@@ -30,6 +30,7 @@ import (
 // most 1.2) and "ashlock/floor" (at most 1.3). ns/op is the time of one
 // round of turns and means nothing by itself.
 func BenchmarkUncontended(b *testing.B) {
+	setFsync(b)
 	impls := []namedCycle{
 		{"ashlock", ashlockCycle},
 		{"ashlock-twin", ashlockCycle},

@@ -40,14 +40,36 @@ func (s *Server) Close() error {
 // same port with the same directory. It returns once the server answers
 // again, or ctx ends.
 func (s *Server) Restart(ctx context.Context) error {
+	if err := s.Crash(); err != nil {
+		return err
+	}
+	return s.Revive(ctx)
+}
+
+// Crash kills the server with SIGKILL and waits for it to exit: only what
+// it had already written to its append-only file survives. Revive starts
+// it again.
+func (s *Server) Crash() error {
 	s.mu.Lock()
 	cmd, exited := s.cmd, s.exited
 	s.mu.Unlock()
 	if cmd == nil {
-		return errors.New("redistest: restart of a closed server")
+		return errors.New("redistest: crash of a closed server")
 	}
 	_ = cmd.Process.Kill()
 	<-exited
+	return nil
+}
+
+// Revive starts a crashed server again on the same port with the same
+// directory, and returns once it answers, or ctx ends.
+func (s *Server) Revive(ctx context.Context) error {
+	s.mu.Lock()
+	closed := s.cmd == nil
+	s.mu.Unlock()
+	if closed {
+		return errors.New("redistest: revival of a closed server")
+	}
 	// The port is ours again at once on loopback; another process taking
 	// it in between is possible but rare enough to fail the test on.
 	var err error

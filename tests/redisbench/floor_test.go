@@ -1,0 +1,192 @@
+package redisbench_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// handoffScripts are the commands of one ashlock handoff, recorded from a
+// live one: the holder's release, the next claim's read of the claims
+// ahead of it, its admission, and the holder's enqueue at the back.
+type handoffScripts struct {
+	enqueue, release, read, admit []any
+}
+
+// recordHandoff records a handoff between two ashlock clients on Backends
+// of their own: a holder, and a waiter that takes the key when the holder
+// releases. The holder's client stays open, so that its lease, which the
+// recorded enqueue names, stays alive. A first handoff, unrecorded, loads
+// the scripts (go-redis sends a script by EVAL the first time).
+func recordHandoff(b *testing.B) handoffScripts {
+	ctx := runCtx(b)
+	prefix := newPrefix("floor-handoff")
+	hrec, wrec := &counter{}, &counter{}
+	holder := newAshlock(b, newClient(b, hrec), prefix).Lock("k")
+	waiter := newAshlock(b, newClient(b, wrec), prefix).Lock("k")
+	watch := newAshlock(b, newClient(b, nil), prefix)
+	handoff := func() {
+		g, err := holder.Acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			w, err := waiter.Acquire(ctx)
+			if err == nil {
+				err = w.Unlock(ctx)
+			}
+			got <- err
+		}()
+		for {
+			info, err := watch.Inspect(ctx, "k")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(info.Waiters) == 1 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				b.Fatal("floor: the waiter never queued")
+			case <-time.After(time.Millisecond):
+			}
+		}
+		if err := g.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			b.Fatal(err)
+		}
+	}
+	handoff()
+	hrec.recording(true)
+	wrec.recording(true)
+	handoff()
+	h, w := hrec.recording(false), wrec.recording(false)
+	// The holder: an uncontended enqueue and the release. The waiter: its
+	// enqueue, reads (one or more), its admission and its release.
+	if len(h) != 2 || len(w) < 4 {
+		b.Fatalf("floor: a handoff sent %d and %d commands: %v %v", len(h), len(w), h, w)
+	}
+	s := handoffScripts{enqueue: h[0], release: h[1], read: w[len(w)-3], admit: w[len(w)-2]}
+	for _, c := range [][]any{s.enqueue, s.release, s.read, s.admit} {
+		if !isEvalSha(c, 7) {
+			b.Fatalf("floor: not a script run by EVALSHA: %v", c)
+		}
+	}
+	return s
+}
+
+// floorClaim is one claim of the floor's queue.
+type floorClaim struct{ id, token string }
+
+// floor runs the very commands ashlock sends for a handoff, back to back
+// on one client with no waiting, on a queue of its own of n claims under
+// the recorded holder's lease: each handoff releases the head, reads the
+// queue ahead of the next claim, records the next claim's admission, and
+// then enqueues the released claim at the back again. The first three are
+// the chain from one holder to the next, timed; the enqueue, which in
+// ashlock runs beside the chain, is not.
+type floor struct {
+	s   handoffScripts
+	rc  *goredis.Client
+	ctr *counter
+	q   []floorClaim
+}
+
+func newFloor(b *testing.B, n int) *floor {
+	f := &floor{s: recordHandoff(b), ctr: &counter{}}
+	f.rc = newClient(b, f.ctr)
+	ctx := runCtx(b)
+	for i := range n {
+		id := fmt.Sprintf("floor-%d", i)
+		tok, err := f.enqueue(ctx, id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.q = append(f.q, floorClaim{id, tok})
+	}
+	if _, err := f.run(ctx, f.s.admit, map[int]any{5: f.q[0].id, 6: f.q[0].token}); err != nil {
+		b.Fatal(err)
+	}
+	return f
+}
+
+// run sends args with the arguments set replaced. Argument 5 is each
+// script's ARGV[2], the claim ID; argument 6 is the enqueue's lease, kept,
+// or the token of the others; the read's last argument is the highest
+// token to list.
+func (f *floor) run(ctx context.Context, args []any, set map[int]any) ([]any, error) {
+	c := append([]any(nil), args...)
+	for i, v := range set {
+		c[i] = v
+	}
+	v, err := f.rc.Do(ctx, c...).Result()
+	if err != nil {
+		return nil, err
+	}
+	out, _ := v.([]any)
+	return out, nil
+}
+
+func (f *floor) enqueue(ctx context.Context, id string) (string, error) {
+	v, err := f.run(ctx, f.s.enqueue, map[int]any{5: id})
+	if err != nil {
+		return "", err
+	}
+	if len(v) < 2 || (v[0] != "ok" && v[0] != "queued") {
+		return "", fmt.Errorf("floor: enqueue answered %v", v)
+	}
+	tok, _ := v[1].(string)
+	return tok, nil
+}
+
+// measure runs count handoffs and returns the time of their chains and of
+// their writes alone (the release and the admission, each fsynced).
+func (f *floor) measure(ctx context.Context, count int) (chain, writes time.Duration, err error) {
+	for range count {
+		head, next := f.q[0], f.q[1]
+		start := time.Now()
+		if _, err := f.run(ctx, f.s.release, map[int]any{5: head.id, 6: head.token}); err != nil {
+			return 0, 0, err
+		}
+		mid := time.Now()
+		if _, err := f.run(ctx, f.s.read, map[int]any{len(f.s.read) - 1: next.token}); err != nil {
+			return 0, 0, err
+		}
+		at := time.Now()
+		v, err := f.run(ctx, f.s.admit, map[int]any{5: next.id, 6: next.token})
+		if err != nil || len(v) == 0 || v[0] != "ok" {
+			return 0, 0, fmt.Errorf("floor: admit answered %v, %v", v, err)
+		}
+		end := time.Now()
+		chain += end.Sub(start)
+		writes += mid.Sub(start) + end.Sub(at)
+		tok, err := f.enqueue(ctx, head.id)
+		if err != nil {
+			return 0, 0, err
+		}
+		f.q = append(f.q[1:], floorClaim{head.id, tok})
+	}
+	return chain, writes, nil
+}
+
+// floorHandoff runs b.N floor handoffs on a queue of n claims and reports
+// handoffs/s (the chain: the rate if waking the next holder were free),
+// write-handoffs/s (its two writes alone: what any lock that writes once
+// to release and once to take pays at the least) and reqs/handoff.
+func floorHandoff(b *testing.B, n int) {
+	f := newFloor(b, n)
+	before := f.ctr.requests()
+	chain, writes, err := f.measure(runCtx(b), b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(f.ctr.requests()-before)/float64(b.N), "reqs/handoff")
+	b.ReportMetric(float64(b.N)/chain.Seconds(), "handoffs/s")
+	b.ReportMetric(float64(b.N)/writes.Seconds(), "write-handoffs/s")
+}
