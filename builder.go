@@ -21,9 +21,7 @@ import (
 type LockBuilder struct {
 	client      *LockClient
 	key         string
-	keys        []string // LockAll's keys, sorted; nil for Lock and for LockAll of one key
-	keysErr     error    // what LockAll found wrong with its keys
-	all         bool     // made by LockAll
+	keys        []string // LockAll's keys, sorted (not nil, even if none); nil for Lock
 	owner       string
 	value       []byte
 	permits     int // as given to WithPermits; 0 when not set (one)
@@ -40,9 +38,7 @@ type LockBuilder struct {
 // process dying without a release. d <= 0 makes the acquisition fail with
 // ErrInvalidTTL. Backends may round it up (etcd: whole seconds).
 func (b *LockBuilder) WithTTL(d time.Duration) *LockBuilder {
-	nb := *b
-	nb.ttl, nb.ttlSet = d, true
-	return &nb
+	return b.with(func(nb *LockBuilder) { nb.ttl, nb.ttlSet = d, true })
 }
 
 // WithFairness chooses between strict FIFO waiting (true, the default) and
@@ -51,9 +47,7 @@ func (b *LockBuilder) WithTTL(d time.Duration) *LockBuilder {
 // in the backend while it waits, but can wait indefinitely under steady
 // fair contention. Both kinds exclude each other.
 func (b *LockBuilder) WithFairness(fair bool) *LockBuilder {
-	nb := *b
-	nb.fair = fair
-	return &nb
+	return b.with(func(nb *LockBuilder) { nb.fair = fair })
 }
 
 // WithWatchdogInterval sets how often the lease is renewed; it must be
@@ -63,17 +57,13 @@ func (b *LockBuilder) WithFairness(fair bool) *LockBuilder {
 // local deadline, and one that fails is tried again before that margin
 // starts, so that an interval close to the TTL still keeps the lease.
 func (b *LockBuilder) WithWatchdogInterval(d time.Duration) *LockBuilder {
-	nb := *b
-	nb.interval, nb.intervalSet = d, true
-	return &nb
+	return b.with(func(nb *LockBuilder) { nb.interval, nb.intervalSet = d, true })
 }
 
 // WithOwner sets the label Inspect shows for this holder (default
 // "host:pid"). At most 256 bytes of valid UTF-8.
 func (b *LockBuilder) WithOwner(label string) *LockBuilder {
-	nb := *b
-	nb.owner = label
-	return &nb
+	return b.with(func(nb *LockBuilder) { nb.owner = label })
 }
 
 // Shared makes the lock a shared (read) lock: shared holders of a key hold
@@ -84,9 +74,7 @@ func (b *LockBuilder) WithOwner(label string) *LockBuilder {
 // ErrInvalidConfig. A shared guard's token is checked with
 // fencing.Fence.AdmitShared.
 func (b *LockBuilder) Shared() *LockBuilder {
-	nb := *b
-	nb.shared = true
-	return &nb
+	return b.with(func(nb *LockBuilder) { nb.shared = true })
 }
 
 // WithPermits makes the lock a counted lock (a semaphore): at most n guards
@@ -96,9 +84,7 @@ func (b *LockBuilder) Shared() *LockBuilder {
 // request queued on a key must use the same n: a request with another n
 // fails with ErrPermitMismatch and leaves nothing behind.
 func (b *LockBuilder) WithPermits(n int) *LockBuilder {
-	nb := *b
-	nb.permits, nb.permitsSet = n, true
-	return &nb
+	return b.with(func(nb *LockBuilder) { nb.permits, nb.permitsSet = n, true })
 }
 
 // WithValue publishes v with the claim: Inspect's Holders show it, and the
@@ -107,42 +93,52 @@ func (b *LockBuilder) WithPermits(n int) *LockBuilder {
 // 64 KiB on up to 8 keys, 8 KiB on 64); else ErrInvalidConfig. The builder
 // keeps its own copy.
 func (b *LockBuilder) WithValue(v []byte) *LockBuilder {
+	return b.with(func(nb *LockBuilder) { nb.value = append([]byte{}, v...) })
+}
+
+// with returns a copy of b changed by set: setters leave their receiver
+// as it was.
+func (b *LockBuilder) with(set func(nb *LockBuilder)) *LockBuilder {
 	nb := *b
-	nb.value = append([]byte{}, v...)
+	set(&nb)
 	return &nb
 }
 
-// settings validates the builder and returns the effective TTL and
-// renewal interval, or every problem found.
-func (b *LockBuilder) settings() (ttl, interval time.Duration, err error) {
+// request validates the builder and returns the request it makes (each
+// attempt adds its claim ID, lease, Wait and OnLost) with the effective TTL
+// and renewal interval, or every problem found.
+//
+// The root checks the request although every Backend checks it again: a
+// bad one then costs no lease grant, its problems are reported with the
+// TTL's and the interval's all at once, and a Backend passed to
+// ConnectWith that does not check (the conformance suite does not test
+// bad input) never sees one.
+func (b *LockBuilder) request(req *backend.AcquireRequest) (ttl, interval time.Duration, err error) {
+	c := b.client
+	*req = backend.AcquireRequest{Key: b.key, Keys: b.keys, Shared: b.shared, Permits: b.permits, Value: b.value,
+		Owner: b.owner, Fair: b.fair, Stamp: c.stampFn}
 	var errs []error
-	if b.permitsSet && b.permits < 1 {
+	if b.permitsSet && b.permits == 0 {
 		// The request reads 0 as one permit; the builder refuses it.
-		errs = append(errs, fmt.Errorf("%w: %d permits, not in 1..%d", ErrInvalidConfig, b.permits, backend.MaxPermits))
+		errs = append(errs, fmt.Errorf("%w: 0 permits, not in 1..%d", ErrInvalidConfig, backend.MaxPermits))
 	}
-	req := backend.AcquireRequest{Key: b.key, Shared: b.shared, Permits: max(b.permits, 0), Value: b.value, Owner: b.owner}
-	if b.all {
-		req.Keys = b.keys
-		if req.Keys == nil {
-			req.Keys = []string{b.key} // LockAll of one key still refuses permits
-		}
-		if b.keysErr != nil {
-			// keySet reported the keys; check the rest against a stand-in.
-			errs = append(errs, b.keysErr)
-			req.Key, req.Keys = "k", []string{"k"}
-		}
-	}
-	if err := backend.CheckRequest(&req); err != nil {
+	if err := backend.CheckRequest(req); err != nil {
 		errs = append(errs, err)
 	}
-	ttl = cmp.Or(b.client.cfg.DefaultTTL, defaultTTL)
+	if len(req.Keys) == 1 {
+		req.Keys = nil // LockAll of one key is checked as one (no permits) and taken as a plain Lock
+	}
+	if req.Owner == "" {
+		req.Owner = c.owner
+	}
+	ttl = cmp.Or(c.cfg.DefaultTTL, defaultTTL)
 	if b.ttlSet {
 		ttl = b.ttl
 		if ttl <= 0 {
 			errs = append(errs, fmt.Errorf("%w: %v", ErrInvalidTTL, ttl))
 		}
 	}
-	interval = b.client.cfg.WatchdogInterval
+	interval = c.cfg.WatchdogInterval
 	if b.intervalSet {
 		interval = b.interval
 		if interval <= 0 {
@@ -169,19 +165,15 @@ func (b *LockBuilder) settings() (ttl, interval time.Duration, err error) {
 // ErrLeaseExpired, or -
 // when ctx ends while waiting - an error for which errors.Is(err, ctx.Err())
 // holds and which is not ErrLocked.
-func (b *LockBuilder) Acquire(ctx context.Context) (*Guard, error) {
-	s, err := b.acquire(ctx, true)
-	if err != nil {
-		return nil, err
-	}
-	return newGuard(s), nil
-}
+func (b *LockBuilder) Acquire(ctx context.Context) (*Guard, error) { return b.guard(ctx, true) }
 
 // TryAcquire takes the lock if it is free now and fails with ErrLocked
 // otherwise, leaving nothing behind. It blocks for about one backend round
 // trip. Other errors are those of Acquire.
-func (b *LockBuilder) TryAcquire(ctx context.Context) (*Guard, error) {
-	s, err := b.acquire(ctx, false)
+func (b *LockBuilder) TryAcquire(ctx context.Context) (*Guard, error) { return b.guard(ctx, false) }
+
+func (b *LockBuilder) guard(ctx context.Context, wait bool) (*Guard, error) {
+	s, err := b.acquire(ctx, wait)
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +223,8 @@ func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*guardState, erro
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	ttl, interval, err := b.settings()
+	var req backend.AcquireRequest
+	ttl, interval, err := b.request(&req)
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +242,7 @@ func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*guardState, erro
 	// recovers by itself; the bound stops a store that keeps dropping leases
 	// from looping forever.
 	for attempt := 1; ; attempt++ {
-		s, err := c.acquireOnce(ctx, b, leaseKey{ttl, interval}, wait, timed)
+		s, err := c.acquireOnce(ctx, &req, leaseKey{ttl, interval}, wait, timed)
 		if err == nil {
 			c.metrics.acquired(start, wait)
 			return s, nil
@@ -262,9 +255,9 @@ func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*guardState, erro
 	}
 }
 
-// acquireOnce makes one attempt with one lease. timed says whether a
-// metrics SDK records durations, as decided once per Acquire.
-func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseKey, wait, timed bool) (*guardState, error) {
+// acquireOnce makes one attempt at req with one lease. timed says whether
+// a metrics SDK records durations, as decided once per Acquire.
+func (c *LockClient) acquireOnce(ctx context.Context, req *backend.AcquireRequest, key leaseKey, wait, timed bool) (*guardState, error) {
 	s := &guardState{client: c}
 	l, err := c.wd.join(ctx, key, s)
 	if err != nil {
@@ -272,20 +265,7 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 	}
 	s.lease = l
 
-	req := backend.AcquireRequest{
-		Key:     b.key,
-		Keys:    b.keys,
-		Shared:  b.shared,
-		Permits: b.permits,
-		Value:   b.value,
-		ID:      c.claimID(),
-		Lease:   l.id,
-		Owner:   cmp.Or(b.owner, c.owner),
-		Wait:    wait,
-		Fair:    b.fair,
-		Stamp:   c.stampFn,
-		OnLost:  (*lossListener)(s),
-	}
+	req.ID, req.Lease, req.Wait, req.OnLost = c.claimID(), l.id, wait, (*lossListener)(s)
 	actx := ctx
 	if wait && !c.local {
 		// While waiting, the guard is registered with its lease: if the lease
@@ -299,7 +279,7 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 		s.setOnEnd(cancel)
 		defer s.clearOnEnd()
 	}
-	claim, err := c.be.Acquire(actx, req)
+	claim, err := c.be.Acquire(actx, *req)
 	if err != nil {
 		c.wd.leave(l, s)
 		s.end(ErrUnlocked)
@@ -333,7 +313,7 @@ func (c *LockClient) acquireOnce(ctx context.Context, b *LockBuilder, key leaseK
 		if c.closed.Load() {
 			return nil, ErrClosed
 		}
-		return nil, fmt.Errorf("%w: lease lost while acquiring %q", ErrLeaseExpired, b.key)
+		return nil, fmt.Errorf("%w: lease lost while acquiring %q", ErrLeaseExpired, req.Key)
 	}
 	return s, nil
 }
@@ -350,15 +330,16 @@ func (c *LockClient) acquireError(ctx context.Context, l *lease, err error) erro
 	if errors.Is(err, ErrLeaseExpired) {
 		// The backend no longer knows the lease or dropped the claim. Make
 		// sure the pool stops handing the lease out if it is really gone.
-		c.checkLease(l)
+		c.checkLease(ctx, l)
 	}
 	return withCtx(ctx, err)
 }
 
 // checkLease asks the backend whether l still exists and poisons it at
-// once if not, so that the next attempt gets a fresh lease.
-func (c *LockClient) checkLease(l *lease) {
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+// once if not, so that the next attempt gets a fresh lease. It is bounded
+// by ctx, the Acquire's: once that has ended there is no next attempt.
+func (c *LockClient) checkLease(ctx context.Context, l *lease) {
+	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
 	if _, err := c.be.KeepAlive(ctx, l.id); errors.Is(err, ErrLeaseExpired) {
 		c.wd.loseLease(l, err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,8 +19,9 @@ import (
 )
 
 // cleanupTimeout bounds every call the client makes on its own behalf
-// (releases after a dead caller context, revokes, cancelled-wait cleanup),
-// so cleanup never hangs on a context that has already ended.
+// (releases after a dead caller context, revokes, the lease check after a
+// failed Acquire), so cleanup never hangs on a context that has already
+// ended; Close's ctx, when it ends, cuts them short (see shutdown).
 const cleanupTimeout = 5 * time.Second
 
 // A LockClient hands out locks on one backend. Create it with Connect or
@@ -27,25 +29,21 @@ const cleanupTimeout = 5 * time.Second
 // use; one client per process is the usual shape, and it serves any number
 // of keys and guards at the cost of one watchdog goroutine.
 type LockClient struct {
-	cfg             LockConfig
-	be              backend.Backend
-	closeBE         func() error // non-nil when Connect created the backend
-	local           bool         // be implements backend.Local
-	log             *slog.Logger
-	metrics         *metrics
-	wd              *watchdog
-	clock           *hlc.Clock // nil unless cfg.Stamps
-	stampFn         func(backend.Timestamp) (backend.Timestamp, error)
-	owner           string
-	namesClaims     bool // be names its claims (backend.ClaimNamer): no claim ID to make
-	closed          atomic.Bool
-	closeOnce       sync.Once
-	closeErr        error
-	releasesMu      sync.Mutex
-	releasesRun     bool // a retrier goroutine is running
-	releasesStopped bool // set by Close
-	releases        []pendingRelease
-	hubs            hubs // the elections observed through this client (election_observe.go)
+	cfg         LockConfig
+	be          backend.Backend
+	closeBE     func() error // non-nil when Connect created the backend
+	local       bool         // be implements backend.Local
+	log         *slog.Logger
+	metrics     *metrics
+	wd          *watchdog
+	clock       *hlc.Clock // nil unless cfg.Stamps
+	stampFn     func(backend.Timestamp) (backend.Timestamp, error)
+	owner       string
+	namesClaims bool // be names its claims (backend.ClaimNamer): no claim ID to make
+	closed      atomic.Bool
+	closeOnce   sync.Once
+	closeErr    error
+	hubs        hubs // the elections observed through this client (election_observe.go)
 }
 
 // Connect creates a client for the backend named by cfg.ClusterSeed: "" or
@@ -168,13 +166,12 @@ func (c *LockClient) Lock(key string) *LockBuilder {
 // is ErrInvalidConfig. Uncontended, taking and releasing cost one backend
 // round trip each, whatever the number of keys.
 func (c *LockClient) LockAll(keys ...string) *LockBuilder {
-	b := &LockBuilder{client: c, fair: true, all: true}
-	b.keys, b.keysErr = keySet(keys)
-	if len(b.keys) > 0 {
-		b.key = b.keys[0]
-	}
-	if len(b.keys) == 1 {
-		b.keys = nil // one key is a plain Lock
+	// Checked by Acquire (backend.CheckRequest), with the other options.
+	sorted := append([]string{}, keys...)
+	slices.Sort(sorted)
+	b := &LockBuilder{client: c, fair: true, keys: sorted}
+	if len(sorted) > 0 {
+		b.key = sorted[0]
 	}
 	return b
 }
@@ -199,9 +196,13 @@ func (c *LockClient) Inspect(ctx context.Context, key string) (LockInfo, error) 
 // Close releases every guard still held (their Err becomes ErrUnlocked and
 // their claims are removed by revoking the client's leases), fails waiting
 // acquisitions with ErrClosed, stops the watchdog, and closes the backend if
-// Connect created it. It blocks until that is done or ctx ends; the client's
-// goroutines are gone when it returns. A second Close returns nil; every
-// other method returns ErrClosed afterwards.
+// Connect created it. It blocks until that is done, or until ctx ends:
+// the calls to the backend still running are then cancelled, and a claim
+// whose lease could not be revoked expires with its TTL. A ctx that has
+// already ended when Close is called still gets one attempt at the
+// revokes, bounded by a timeout of the client's own (5s), as Unlock still
+// releases. The client's goroutines are gone when Close returns. A second
+// Close returns nil; every other method returns ErrClosed afterwards.
 func (c *LockClient) Close(ctx context.Context) error {
 	first := false
 	c.closeOnce.Do(func() {
@@ -216,8 +217,20 @@ func (c *LockClient) Close(ctx context.Context) error {
 }
 
 func (c *LockClient) shutdown(ctx context.Context) error {
+	// Close returns soon after ctx ends: the revokes below and every call
+	// still running on the client's behalf (revokes, retried releases) use
+	// wd.bg, which ctx's end cancels, and a Backend returns promptly once
+	// its context ends. A ctx that has already ended when Close starts
+	// still gets one attempt at the revokes, bounded by cleanupTimeout, as
+	// Unlock still releases: else a Close deferred past a cancellation
+	// would leave every claim to block its key until the TTL ran out.
+	if ctx.Err() == nil {
+		defer context.AfterFunc(ctx, c.wd.cancelBG)()
+	}
 	var errs []error
 	leases := c.wd.close()
+	rctx, cancel := context.WithTimeout(c.wd.bg, cleanupTimeout)
+	defer cancel()
 	for l, guards := range leases {
 		for _, g := range guards {
 			g.end(ErrUnlocked) // uncounts it from the held gauge if it was handed out
@@ -227,19 +240,16 @@ func (c *LockClient) shutdown(ctx context.Context) error {
 		default:
 			continue // grant in flight: grant revokes it itself on seeing closed
 		}
-		if l.grantErr != nil {
-			continue
-		}
 		// One revoke removes every claim on the lease, however many guards
 		// shared it.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		if err := c.be.Revoke(rctx, l.id); err != nil {
-			errs = append(errs, fmt.Errorf("ashlock: revoking lease on close: %w", err))
+		if l.grantErr == nil {
+			if err := c.be.Revoke(rctx, l.id); err != nil {
+				errs = append(errs, fmt.Errorf("ashlock: revoking lease on close: %w", err))
+			}
 		}
-		cancel()
 	}
-	c.stopReleases()
 	c.wd.wg.Wait()
+	c.wd.cancelBG()
 	if c.closeBE != nil {
 		if err := c.closeBE(); err != nil {
 			errs = append(errs, err)

@@ -48,25 +48,22 @@ func (c *LockClient) Election(name string) *Election {
 
 // WithTTL sets the TTL of a leader's lease, as LockBuilder.WithTTL does:
 // how long leadership outlives a leader's process dying without resigning.
-func (e *Election) WithTTL(d time.Duration) *Election {
-	ne := *e
-	ne.lock = e.lock.WithTTL(d)
-	return &ne
-}
+func (e *Election) WithTTL(d time.Duration) *Election { return e.with(e.lock.WithTTL(d)) }
 
 // WithWatchdogInterval sets how often a leader's lease is renewed, as
 // LockBuilder.WithWatchdogInterval does.
 func (e *Election) WithWatchdogInterval(d time.Duration) *Election {
-	ne := *e
-	ne.lock = e.lock.WithWatchdogInterval(d)
-	return &ne
+	return e.with(e.lock.WithWatchdogInterval(d))
 }
 
 // WithOwner sets the owner label a leader is shown with (Leader.Owner), as
 // LockBuilder.WithOwner does.
-func (e *Election) WithOwner(label string) *Election {
+func (e *Election) WithOwner(label string) *Election { return e.with(e.lock.WithOwner(label)) }
+
+// with returns a copy of e with lock as its lock options.
+func (e *Election) with(lock *LockBuilder) *Election {
 	ne := *e
-	ne.lock = e.lock.WithOwner(label)
+	ne.lock = lock
 	return &ne
 }
 
@@ -96,15 +93,13 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	return l, nil
 }
 
-// leaderOf maps a key's state to its leader: the oldest holder, or a zero
-// Leader (but for its name) when the key is free.
+// leaderOf maps a key's state to its leader: the oldest holder, whose
+// label, token and acquisition time are LockInfo's own, or a zero Leader
+// (but for its name) when the key is free.
 func leaderOf(name string, info LockInfo) Leader {
-	if len(info.Holders) == 0 {
-		if !info.Held {
-			return Leader{Name: name}
-		}
-		return Leader{Name: name, Owner: info.Owner, Token: info.Token, Since: info.AcquiredAt}
+	l := Leader{Name: name, Owner: info.Owner, Token: info.Token, Since: info.AcquiredAt}
+	if len(info.Holders) > 0 {
+		l.Value = info.Holders[0].Value
 	}
-	h := info.Holders[0]
-	return Leader{Name: name, Value: h.Value, Owner: h.Owner, Token: h.Token, Since: h.AcquiredAt}
+	return l
 }

@@ -93,8 +93,10 @@ type hub struct {
 	reg    *hubs  // the client's hubs, this one among them
 	name   string // the election's
 	cancel context.CancelFunc
-	refs   int // subscribers; guarded by reg
 
+	// mu is taken under reg when both are: a hub's subscribers change
+	// under both, so that the last one's leaving and a new one's joining
+	// agree on whether the hub lives.
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{}
 	have   bool   // cur holds a state
@@ -124,9 +126,6 @@ func subscribe(c *LockClient, obs backend.Observer, name string) (*hub, *subscri
 		reg.m[name] = h
 		go h.run(ctx, obs)
 	}
-	h.refs++
-	reg.Unlock()
-
 	s := &subscriber{signal: make(chan struct{}, 1)}
 	h.mu.Lock()
 	if h.have {
@@ -134,21 +133,22 @@ func subscribe(c *LockClient, obs backend.Observer, name string) (*hub, *subscri
 	}
 	h.subs[s] = struct{}{}
 	h.mu.Unlock()
+	reg.Unlock()
 	return h, s
 }
 
 // unsubscribe removes s; the last subscriber to leave stops the hub.
 func (h *hub) unsubscribe(s *subscriber) {
+	h.reg.Lock()
+	defer h.reg.Unlock()
 	h.mu.Lock()
 	delete(h.subs, s)
+	last := len(h.subs) == 0
 	h.mu.Unlock()
-	h.reg.Lock()
-	h.refs--
-	if h.refs == 0 {
+	if last {
 		h.forgetLocked()
 		h.cancel()
 	}
-	h.reg.Unlock()
 }
 
 // take returns s's queued states, emptied, and the hub's final error if

@@ -84,7 +84,7 @@ func dropped(s *guardState) {
 		return
 	}
 	c.wd.leave(s.lease, s)
-	c.queueRelease(pendingRelease{lease: s.lease, claim: s.claim})
+	c.wd.queueRelease(pendingRelease{lease: s.lease, claim: s.claim})
 }
 
 // Key returns the key the guard holds (or held); for LockAll, the first of

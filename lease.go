@@ -61,7 +61,3 @@ func margin(ttl time.Duration) time.Duration {
 func renewAfter(interval, ttl time.Duration) time.Duration {
 	return min(interval, ttl-2*margin(ttl))
 }
-
-// linger is how long an unused lease is kept alive before it is revoked, so
-// that acquire/release cycles do not pay a grant each time.
-func linger(l *lease) time.Duration { return l.ttl }

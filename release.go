@@ -3,6 +3,7 @@ package ashlock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ash-lock/ashlock/backend"
@@ -52,84 +53,63 @@ func (c *LockClient) release(ctx context.Context, s *guardState) error {
 		return nil
 	}
 	c.log.Warn("ashlock: release failed; retrying in the background", "key", claim.Key, "token", claim.Token, "err", err)
-	c.queueRelease(pendingRelease{lease: s.lease, claim: *claim})
+	c.wd.queueRelease(pendingRelease{lease: s.lease, claim: *claim})
 	return withCtx(ctx, fmt.Errorf("%w: release of %q: %w", ErrUnavailable, claim.Key, err))
 }
 
 // queueRelease keeps retrying a failed release until it succeeds, the lease
 // is gone (so the claim is too), or the client closes (Close revokes the
 // leases, which removes the claim). It runs one retrier goroutine at most.
-func (c *LockClient) queueRelease(p pendingRelease) {
-	c.releasesMu.Lock()
-	defer c.releasesMu.Unlock()
-	if c.releasesStopped {
+func (wd *watchdog) queueRelease(p pendingRelease) {
+	wd.mu.Lock()
+	defer wd.mu.Unlock()
+	if wd.mu.closed {
 		return // Close has revoked the lease, which removes the claim
 	}
-	c.releases = append(c.releases, p)
-	if !c.releasesRun {
-		c.releasesRun = true
-		c.wd.wg.Add(1)
-		go c.retryReleases()
+	wd.mu.releases = append(wd.mu.releases, p)
+	if !wd.mu.retrying {
+		wd.mu.retrying = true
+		wd.wg.Add(1)
+		go wd.retryReleases()
 	}
 }
 
-func (c *LockClient) retryReleases() {
-	defer c.wd.wg.Done()
+func (wd *watchdog) retryReleases() {
+	defer wd.wg.Done()
 	backoff := 100 * time.Millisecond
 	timer := time.NewTimer(backoff)
 	defer timer.Stop()
 	for {
 		select {
 		case <-timer.C:
-		case <-c.wd.stop:
+		case <-wd.stop:
 			return
 		}
-		c.releasesMu.Lock()
-		batch := c.releases
-		c.releases = nil
-		c.releasesMu.Unlock()
+		wd.mu.Lock()
+		// A lease that left the pool (lost, revoked, closed) took its
+		// claims with it.
+		batch := slices.DeleteFunc(wd.mu.releases, func(p pendingRelease) bool { return p.lease.lost })
+		wd.mu.releases = nil
+		wd.mu.Unlock()
 
 		var failed []pendingRelease
 		for _, p := range batch {
-			if c.leaseGone(p.lease) {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-			err := c.be.Release(ctx, p.claim)
-			cancel()
-			if err != nil {
+			ctx, cancel := context.WithTimeout(wd.bg, cleanupTimeout)
+			if wd.be.Release(ctx, p.claim) != nil {
 				failed = append(failed, p)
 			}
+			cancel()
 		}
 
-		c.releasesMu.Lock()
-		c.releases = append(c.releases, failed...)
-		if len(c.releases) == 0 {
-			c.releasesRun = false
-			c.releasesMu.Unlock()
+		wd.mu.Lock()
+		wd.mu.releases = append(wd.mu.releases, failed...)
+		more := len(wd.mu.releases) > 0
+		wd.mu.retrying = more
+		wd.mu.Unlock()
+		if !more {
 			return
 		}
-		c.releasesMu.Unlock()
 		backoff = min(2*backoff, 5*time.Second)
 		timer.Reset(backoff)
 	}
-}
-
-// leaseGone reports whether l has left the pool (lost, revoked or closed):
-// its claims are gone or going with it.
-func (c *LockClient) leaseGone(l *lease) bool {
-	c.wd.mu.Lock()
-	defer c.wd.mu.Unlock()
-	return l.lost
-}
-
-// stopReleases drops whatever is still pending and refuses new entries;
-// Close has revoked the leases those claims were bound to. It must run
-// before Close waits for the client's goroutines, so that no retrier can
-// start after the wait.
-func (c *LockClient) stopReleases() {
-	c.releasesMu.Lock()
-	c.releasesStopped = true
-	c.releases = nil
-	c.releasesMu.Unlock()
 }

@@ -27,11 +27,17 @@ type watchdog struct {
 	log     *slog.Logger
 	metrics *metrics
 	epoch   time.Time // monotonic origin for lease.deadline
+	// bg is the parent of every call the client makes on its own behalf
+	// in the background (revokes, retried releases); Close cancels it.
+	bg       context.Context
+	cancelBG context.CancelFunc
 
 	mu struct {
 		sync.Mutex
-		pool   map[leaseKey]*lease
-		closed bool
+		pool     map[leaseKey]*lease
+		closed   bool
+		releases []pendingRelease // failed releases to retry (release.go)
+		retrying bool             // a retryReleases goroutine runs
 	}
 	wake chan struct{} // buffered(1): nudges the scheduler to recompute
 	stop chan struct{} // closed by close
@@ -47,6 +53,7 @@ func newWatchdog(be backend.Backend, log *slog.Logger, m *metrics) *watchdog {
 		wake:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 	}
+	wd.bg, wd.cancelBG = context.WithCancel(context.Background())
 	wd.mu.pool = make(map[leaseKey]*lease)
 	wd.wg.Add(1)
 	go wd.run()
@@ -228,7 +235,9 @@ func (wd *watchdog) tick() time.Time {
 		case !now.Before(deadline):
 			wd.dropLocked(l)
 			expired = append(expired, l)
-		case l.guards.len() == 0 && !l.idleSince.IsZero() && !now.Before(l.idleSince.Add(linger(l))):
+		// An unused lease is kept for one TTL before it is revoked, so
+		// that acquire/release cycles do not pay a grant each time.
+		case l.guards.len() == 0 && !l.idleSince.IsZero() && !now.Before(l.idleSince.Add(l.ttl)):
 			wd.dropLocked(l)
 			idle = append(idle, l)
 		default:
@@ -244,7 +253,7 @@ func (wd *watchdog) tick() time.Time {
 				earliest(l.nextRenew)
 			}
 			if l.guards.len() == 0 {
-				earliest(l.idleSince.Add(linger(l)))
+				earliest(l.idleSince.Add(l.ttl))
 			}
 		}
 	}
@@ -356,7 +365,7 @@ func (wd *watchdog) revokeAsync(l *lease) {
 	wd.mu.Unlock()
 	go func() {
 		defer wd.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		ctx, cancel := context.WithTimeout(wd.bg, cleanupTimeout)
 		defer cancel()
 		if err := wd.be.Revoke(ctx, l.id); err != nil {
 			wd.log.Debug("ashlock: lease revoke failed", "lease", int64(l.id), "err", err)
@@ -391,7 +400,8 @@ func (wd *watchdog) dropLocked(l *lease) bool {
 }
 
 // close stops the scheduler and returns every lease it held, with the
-// guards still registered on each. Later joins fail with ErrClosed.
+// guards still registered on each. Later joins fail with ErrClosed, and
+// releases still to retry are dropped: revoking their leases removes them.
 func (wd *watchdog) close() map[*lease][]*guardState {
 	wd.mu.Lock()
 	if wd.mu.closed {
@@ -408,6 +418,7 @@ func (wd *watchdog) close() map[*lease][]*guardState {
 		out[l] = l.guards.drain()
 	}
 	clear(wd.mu.pool)
+	wd.mu.releases = nil
 	wd.mu.Unlock()
 	close(wd.stop)
 	return out

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"time"
 
 	"github.com/ash-lock/ashlock/internal/hlc"
@@ -255,17 +256,10 @@ type Holder struct {
 // permit, kind) with the same values, in the same order: an Observer
 // yields a new state only when they differ.
 func SameHolders(a, b LockInfo) bool {
-	if len(a.Holders) != len(b.Holders) {
-		return false
-	}
-	for i, h := range a.Holders {
-		g := b.Holders[i]
-		if h.Token != g.Token || h.Owner != g.Owner || h.Permit != g.Permit || h.Shared != g.Shared ||
-			!bytes.Equal(h.Value, g.Value) {
-			return false
-		}
-	}
-	return true
+	return slices.EqualFunc(a.Holders, b.Holders, func(h, g Holder) bool {
+		return h.Token == g.Token && h.Owner == g.Owner && h.Permit == g.Permit && h.Shared == g.Shared &&
+			bytes.Equal(h.Value, g.Value)
+	})
 }
 
 // LockInfo describes the state of one key.

@@ -57,14 +57,7 @@ func (b *Backend) ExpireLease(id backend.LeaseID) bool {
 // use when a test knows the key but not the lease behind it. It reports
 // whether the key had a holder.
 func (b *Backend) ExpireKey(key string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	h := b.holderLocked(key)
-	if h == nil {
-		return false
-	}
-	b.endLeaseLocked(h.lease, endExpired)
-	return true
+	return b.onHolder(key, func(h *claim) { b.endLeaseLocked(h.lease, endExpired) })
 }
 
 // DeleteClaim removes key's oldest holder claim now, as an operator
@@ -75,28 +68,26 @@ func (b *Backend) ExpireKey(key string) bool {
 // keys: it holds them all or none. It reports whether the key had a
 // holder.
 func (b *Backend) DeleteClaim(key string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	h := b.holderLocked(key)
-	if h == nil {
-		return false
-	}
-	call, ok := b.loseLocked(h, endDeleted)
-	b.flushLocked()
-	if ok {
-		b.notifyLocked([]lostCall{call})
-	}
-	return true
+	return b.onHolder(key, func(h *claim) {
+		call, ok := b.loseLocked(h, endDeleted)
+		b.flushLocked()
+		if ok {
+			b.notifyLocked([]lostCall{call})
+		}
+	})
 }
 
-// holderLocked returns key's oldest holder, or nil if the key has none or
-// the Backend closed.
-func (b *Backend) holderLocked(key string) *claim {
-	if b.closed {
-		return nil
+// onHolder calls f, under the Backend's mutex, with key's oldest holder,
+// and reports whether the key had one (a closed Backend has none).
+func (b *Backend) onHolder(key string, f func(h *claim)) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var h *claim
+	if k := b.keys[key]; k != nil && !b.closed {
+		h = k.oldestHolder()
 	}
-	if k := b.keys[key]; k != nil {
-		return k.oldestHolder()
+	if h != nil {
+		f(h)
 	}
-	return nil
+	return h != nil
 }

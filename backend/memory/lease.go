@@ -77,13 +77,8 @@ func (b *Backend) KeepAlive(ctx context.Context, id backend.LeaseID) (time.Durat
 		return 0, fmt.Errorf("memory: keep-alive of lease %d: %w", id, backend.ContextError(ctx))
 	}
 	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return 0, errClosed("keep-alive")
-	}
-	delay := b.renewDelay
+	delay := b.renewDelay // a closed Backend ends the delay at once, and is reported below
 	b.mu.Unlock()
-
 	if delay > 0 {
 		if err := b.hang(ctx, delay); err != nil {
 			return 0, fmt.Errorf("memory: keep-alive of lease %d: %w", id, err)
@@ -106,20 +101,19 @@ func (b *Backend) KeepAlive(ctx context.Context, id backend.LeaseID) (time.Durat
 }
 
 // hang blocks for d on the Backend's clock, like a request stuck on the
-// way to the store. It returns early with ErrUnavailable joined with ctx's
-// error if ctx ends, or with ErrClosed if the Backend closes.
+// way to the store. It returns early if the Backend closes, and with
+// ErrUnavailable joined with ctx's error if ctx ends.
 func (b *Backend) hang(ctx context.Context, d time.Duration) error {
 	elapsed := make(chan struct{})
 	t := b.clock.AfterFunc(d, func() { close(elapsed) })
 	defer t.Stop()
 	select {
 	case <-elapsed:
-		return nil
+	case <-b.done: // the caller reports the close
 	case <-ctx.Done():
 		return fmt.Errorf("renewal delayed by fault injection: %w: %w", backend.ErrUnavailable, backend.ContextError(ctx))
-	case <-b.done:
-		return backend.ErrClosed
 	}
+	return nil
 }
 
 // Revoke ends lease id at once: every claim bound to it leaves the store,

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"iter"
+	"slices"
 
 	"github.com/ash-lock/ashlock/backend"
 )
@@ -97,10 +98,9 @@ func (b *Backend) Observe(ctx context.Context, key string) iter.Seq2[backend.Loc
 		if b.obs == nil {
 			b.obs = &observers{byKey: make(map[string][]*observation)}
 		}
+		w.last = backend.LockInfo{Key: key}
 		if k := b.keys[key]; k != nil {
 			w.last = stateOf(k, false)
-		} else {
-			w.last = backend.LockInfo{Key: key}
 		}
 		first := w.last
 		b.obs.byKey[key] = append(b.obs.byKey[key], w)
@@ -111,24 +111,22 @@ func (b *Backend) Observe(ctx context.Context, key string) iter.Seq2[backend.Loc
 			return
 		}
 		for {
+			closed := false
 			select {
 			case <-w.signal:
 			case <-ctx.Done():
 				return
 			case <-b.done:
-				// States queued before the close are still owed, in order.
-				for _, info := range b.takePending(w) {
-					if !yield(info, nil) {
-						return
-					}
-				}
-				yield(backend.LockInfo{}, errClosed("observe"))
-				return
+				closed = true // states queued before the close are still owed, in order
 			}
 			for _, info := range b.takePending(w) {
 				if !yield(info, nil) {
 					return
 				}
+			}
+			if closed {
+				yield(backend.LockInfo{}, errClosed("observe"))
+				return
 			}
 		}
 	}
@@ -147,13 +145,7 @@ func (b *Backend) takePending(w *observation) []backend.LockInfo {
 func (b *Backend) unobserve(w *observation) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	list := b.obs.byKey[w.key]
-	for i, x := range list {
-		if x == w {
-			list = append(list[:i], list[i+1:]...)
-			break
-		}
-	}
+	list := slices.DeleteFunc(b.obs.byKey[w.key], func(x *observation) bool { return x == w })
 	if len(list) == 0 {
 		delete(b.obs.byKey, w.key)
 	} else {
