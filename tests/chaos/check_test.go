@@ -58,9 +58,6 @@ func (h *harness) check(t *testing.T, res *runResult, resrc *resource, regHist *
 		seen, problems := h.obs.snapshot()
 		res.elect = checkElection(res.cfg.name, h.elReg, h.elAcqs.snapshot(), seen, healed, res.cfg.prof.ttl)
 		res.elect.excuseGaps(h.elAcqs.snapshot(), h.inj.listenerGaps())
-		if res.cfg.store == storePostgres {
-			res.elect.allowCoalescing()
-		}
 		res.elect.candidates = res.cfg.election
 		res.elect.problems = append(res.elect.problems, problems...)
 	}

@@ -52,13 +52,8 @@ type electionResult struct {
 	// missedInGap are terms not observed that began and ended inside a
 	// gap of the observer's listener (see listenerGap): allowed.
 	missedInGap []string
-	// coalesced are terms not observed, outside any gap, on a store whose
-	// Observe yields the state it reads after a change rather than each
-	// change (PostgreSQL): counted, not a violation (see
-	// allowCoalescing).
-	coalesced  []string
-	wrongOwner []string // Observe named the wrong owner or value for a term
-	problems   []string // tokens, liveness, the observer's own trouble
+	wrongOwner  []string // Observe named the wrong owner or value for a term
+	problems    []string // tokens, liveness, the observer's own trouble
 }
 
 func (r *electionResult) violations() int {
@@ -75,30 +70,13 @@ func (r *electionResult) String() string {
 		"late writes %d (%d admitted); writes out of term order: %d; "+
 		"leaders' belief: %d terms probed, %d believed after a later term's lead began (terms lost while leading: %d, closest call %v), late beliefs %d; "+
 		"observer: %d states, %d terms (%d terms wrote before they were observed, by up to %v); "+
-		"backwards: %d; missed: %d (and %d inside a gap of the observer's listener, %d coalesced); wrong owner: %d; other problems: %d",
+		"backwards: %d; missed: %d (and %d inside a gap of the observer's listener); wrong owner: %d; other problems: %d",
 		r.candidates, r.terms, r.afterFaults, len(r.wrote), r.wroteDuring, r.wroteAfter,
 		r.ops, r.refused, r.writes, r.check, r.lost, r.acked,
 		r.late, r.lateAdmitted, len(r.outOfOrder),
 		r.probedTerms, len(r.twoLeaders), r.lostTerms, r.closest, r.lateBeliefs,
 		r.observed, r.observedTerms, r.writeFirst, r.writeLead,
-		len(r.backwards), len(r.missed), len(r.missedInGap), len(r.coalesced), len(r.wrongOwner), len(r.problems))
-}
-
-// allowCoalescing moves every term never yielded from missed to
-// coalesced; terms yielded out of order stay violations. For PostgreSQL,
-// whose Observe reads the key's state when a notification arrives, so
-// that a term that began and ended between two of its reads is never
-// yielded: DESIGN asks for each change, which this does not give.
-func (r *electionResult) allowCoalescing() {
-	var kept []string
-	for _, m := range r.missed {
-		if strings.Contains(m, "Observe never yielded it") {
-			r.coalesced = append(r.coalesced, m)
-		} else {
-			kept = append(kept, m)
-		}
-	}
-	r.missed = kept
+		len(r.backwards), len(r.missed), len(r.missedInGap), len(r.wrongOwner), len(r.problems))
 }
 
 // listenerGap is a time, on the run's clock, when an observer on

@@ -158,13 +158,3 @@ func TestExcuseGaps(t *testing.T) {
 	require.Len(t, res.missed, 1, "term 12 outlasted the gap")
 	require.Contains(t, res.missed[0], "term 12 ")
 }
-
-// Coalescing allowed moves only the terms never yielded.
-func TestAllowCoalescing(t *testing.T) {
-	res := &electionResult{missed: missedTerms([]uint64{5, 9, 12}, seenTokens(0, 12, 5, 0))}
-	require.Len(t, res.missed, 2)
-	res.allowCoalescing()
-	require.Len(t, res.coalesced, 1)
-	require.Contains(t, res.coalesced[0], "term 9 ")
-	require.Len(t, res.missed, 1, "a term yielded out of order stays a violation")
-}
