@@ -20,9 +20,10 @@ type ref struct {
 type event struct {
 	kind byte // 'i' insert of a waiting claim, 'a' admission, 'v' value change, 'd' delete; gap
 	ref
-	gone []int64 // a delete's tokens, ascending
-	row  entry   // the row after the change; none for a delete
-	big  bool    // the row's value was too long for the payload and is not in row
+	gone []int64   // a delete's tokens, ascending
+	row  entry     // the row after the change; none for a delete
+	big  bool      // the row's value was too long for the payload and is not in row
+	snap *snapshot // a gap's: the key's queue read after the listener reconnected, if it was
 }
 
 // gap is the kind of the event that tells an observer the listener
@@ -263,15 +264,27 @@ func (h *hub) toWaitersLocked(e event) {
 	}
 }
 
-// resync tells every waiter and observer to read again, after the
-// listener missed events while reconnecting, and returns the holdings to
-// verify.
-func (h *hub) resync() []*holding {
+// observed returns the keys that have observers.
+func (h *hub) observed() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, m := range h.observers {
+	keys := make([]string, 0, len(h.observers))
+	for k := range h.observers {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// resync tells every waiter and observer to read again, after the
+// listener missed events while reconnecting, and returns the holdings to
+// verify. Observers get a gap event with their key's queue from snaps, if
+// it has the key.
+func (h *hub) resync(snaps map[string]*snapshot) []*holding {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k, m := range h.observers {
 		for o := range m {
-			o.inbox = append(o.inbox, event{kind: gap})
+			o.inbox = append(o.inbox, event{kind: gap, snap: snaps[k]})
 		}
 	}
 	h.wakeAllLocked(true)

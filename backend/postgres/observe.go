@@ -34,11 +34,14 @@ import (
 // out in commit order.
 //
 // What cannot be followed is read again. When the listener reconnects the
-// notifications sent meanwhile are lost, and the gap event it leaves in
-// every observer's inbox makes the observer read the queue again, once:
-// changes inside that gap may then be missed, never reordered (as on etcd
-// after a compaction). Likewise when a value too long for a payload is no
-// longer the row's by the time the observer reads it.
+// notifications sent meanwhile are lost: the listener reads the queue of
+// every observed key on its new connection, after LISTEN and before any
+// notification that follows (not on the pool, which may still be failing
+// to connect), and leaves it in each observer's inbox as a gap event;
+// the observer takes it as its copy. Changes inside that gap may be
+// missed, never reordered (as on etcd after a compaction). An observer
+// that came too late for that read, or whose long value was no longer the
+// row's by the time it read it, reads the queue on the pool instead.
 
 // view is one running Observe: the key's queue as of the events applied.
 type view struct {
@@ -158,15 +161,20 @@ func (v *view) apply(ctx context.Context, e event) error {
 // always is set or it differs from the last one yielded.
 func (v *view) resync(ctx context.Context, always bool) error {
 	for {
-		claims, last, err := v.b.readView(ctx, v.key)
+		s, err := v.b.readView(ctx, v.key)
 		if err == nil {
-			v.claims, v.cursor = claims, max(v.cursor, last)
+			v.take(s)
 			return v.emit(always)
 		}
 		if err := v.retry(ctx, err); err != nil {
 			return err
 		}
 	}
+}
+
+// take replaces the copy with s, a read no older than any event applied.
+func (v *view) take(s *snapshot) {
+	v.claims, v.cursor = slices.Clone(s.claims), max(v.cursor, s.last)
 }
 
 // readValue reads the value of the row version e names; ok is false if
@@ -225,13 +233,19 @@ func (v *view) emit(always bool) error {
 	return nil
 }
 
+// snapshot is a read of one key's queue: its claims in token order and
+// the key's newest token as of the same snapshot.
+type snapshot struct {
+	claims []entry
+	last   int64
+}
+
 // readView reads key's queue, after deleting the expired leases of its
-// claims as Inspect does, with the key's newest token as of the same
-// snapshot.
-func (b *Backend) readView(ctx context.Context, key string) (claims []entry, last int64, err error) {
+// claims as Inspect does.
+func (b *Backend) readView(ctx context.Context, key string) (s *snapshot, err error) {
 	var batch pgx.Batch
 	batch.Queue(b.sql.reapSkip, []string{key})
-	batch.Queue(b.sql.observe, key)
+	batch.Queue(b.sql.observe, []string{key})
 	br := b.pool.SendBatch(ctx, &batch)
 	defer func() {
 		if cerr := br.Close(); err == nil {
@@ -239,27 +253,46 @@ func (b *Backend) readView(ctx context.Context, key string) (claims []entry, las
 		}
 	}()
 	if _, err := br.Exec(); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	rows, err := br.Query()
+	snaps, err := scanSnapshots(br.Query())
 	if err != nil {
-		return nil, 0, err
+		return nil, err
+	}
+	if s = snaps[key]; s == nil {
+		s = &snapshot{}
+	}
+	return s, nil
+}
+
+// scanSnapshots reads the rows of the observe statement, by key; a key
+// never claimed has none.
+func scanSnapshots(rows pgx.Rows, err error) (map[string]*snapshot, error) {
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
+	out := make(map[string]*snapshot)
 	for rows.Next() {
 		var c entry
-		var token, wall, logical *int64
-		var ver *int64
+		var key string
+		var last int64
+		var token, ver, wall, logical *int64
 		var shared, admitted *bool
 		var permits, permit *int
 		var owner *string
 		var at *time.Time
-		if err := rows.Scan(&last, &token, &ver, &shared, &permits, &permit, &admitted, &c.single,
+		if err := rows.Scan(&key, &last, &token, &ver, &shared, &permits, &permit, &admitted, &c.single,
 			&owner, &c.q.Value, &at, &wall, &logical); err != nil {
-			return nil, 0, err
+			return nil, err
+		}
+		s := out[key]
+		if s == nil {
+			s = &snapshot{last: last}
+			out[key] = s
 		}
 		if token == nil {
-			continue // the key's row, with an empty queue
+			continue // an empty queue
 		}
 		c.ver = *ver
 		c.q.Token = uint64(*token)
@@ -269,7 +302,7 @@ func (b *Backend) readView(ctx context.Context, key string) (claims []entry, las
 		if at != nil {
 			c.q.AcquiredAt = *at
 		}
-		claims = append(claims, c)
+		s.claims = append(s.claims, c)
 	}
-	return claims, last, rows.Err()
+	return out, rows.Err()
 }

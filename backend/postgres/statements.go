@@ -117,14 +117,14 @@ func newStatements(s string) statements {
 
 		inspect: f(`SELECT token, shared, permits, permit, admitted, keys IS NULL, owner, value, acquired_at, stamp_wall, stamp_logical
 			FROM %[1]s.claims WHERE key = $1 ORDER BY token`),
-		// observe reads key's queue as inspect does, with each row's
-		// ver, and the key's newest token as of the same snapshot (one
-		// row with a NULL claim when the queue is empty, none when the
-		// key was never claimed).
-		observe: f(`SELECT k.last_token, c.token, c.ver, c.shared, c.permits, c.permit, c.admitted, c.keys IS NULL, c.owner,
-				c.value, c.acquired_at, c.stamp_wall, c.stamp_logical
+		// observe reads the queues of the keys $1 as inspect does, with
+		// each row's ver, and each key's newest token as of the same
+		// snapshot (one row with a NULL claim for an empty queue, none
+		// for a key never claimed).
+		observe: f(`SELECT k.key, k.last_token, c.token, c.ver, c.shared, c.permits, c.permit, c.admitted, c.keys IS NULL,
+				c.owner, c.value, c.acquired_at, c.stamp_wall, c.stamp_logical
 			FROM %[1]s.keys k LEFT JOIN %[1]s.claims c ON c.key = k.key
-			WHERE k.key = $1 ORDER BY c.token`),
+			WHERE k.key = ANY($1) ORDER BY k.key, c.token`),
 		// observeValue reads the value of one version of a claim's row.
 		observeValue: f(`SELECT value FROM %[1]s.claims WHERE key = $1 AND token = $2 AND ver = $3`),
 		// fence: see Backend.Fence.
