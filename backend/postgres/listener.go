@@ -49,6 +49,7 @@ func (b *Backend) listen(ctx context.Context, conn *pgx.Conn) {
 			}
 			continue
 		}
+		lost := time.Now()
 		conn.Close(context.Background())
 		conn = nil
 		if ctx.Err() != nil {
@@ -60,6 +61,9 @@ func (b *Backend) listen(ctx context.Context, conn *pgx.Conn) {
 		}
 		for _, c := range b.hub.resync(snaps) {
 			b.spawn(func() { b.verify(ctx, c) })
+		}
+		if b.onGap != nil {
+			b.onGap(lost, time.Now())
 		}
 	}
 }

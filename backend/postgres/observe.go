@@ -39,7 +39,8 @@ import (
 // notification that follows (not on the pool, which may still be failing
 // to connect), and leaves it in each observer's inbox as a gap event;
 // the observer takes it as its copy. Changes inside that gap may be
-// missed, never reordered (as on etcd after a compaction). An observer
+// missed, never reordered (as on etcd after a compaction); the Backend
+// reports each such gap to the hook set by WithListenerGapHook. An observer
 // that came too late for that read, or whose long value was no longer the
 // row's by the time it read it, reads the queue on the pool instead.
 

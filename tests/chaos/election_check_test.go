@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -83,13 +84,32 @@ func (r *electionResult) String() string {
 // PostgreSQL may have had no listener connection: the notifications sent
 // then are lost, and when the listener is back the observer reads the
 // state once, so a term that began and ended meanwhile is never yielded -
-// as DESIGN allows of a change inside etcd's compacted gap.
+// as DESIGN allows of a change inside etcd's compacted gap. Gaps come
+// from the faults (estimated: until the fault's end and a grace) and from
+// the observer's Backend (what it reported: from the loss of its listener
+// to its read of the state once back); gaps that overlap are one.
 type listenerGap struct{ from, to int64 }
 
+// mergeGaps returns gaps with those that overlap joined, in order.
+func mergeGaps(gaps []listenerGap) []listenerGap {
+	gaps = slices.Clone(gaps)
+	slices.SortFunc(gaps, func(a, b listenerGap) int { return cmp.Compare(a.from, b.from) })
+	var out []listenerGap
+	for _, g := range gaps {
+		if n := len(out); n > 0 && g.from <= out[n-1].to {
+			out[n-1].to = max(out[n-1].to, g.to)
+			continue
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
 // excuseGaps moves each term that Observe never yielded, and whose lead
-// was called and last believed inside one of gaps, from missed to
-// missedInGap.
+// was called and last believed inside one of gaps (merged), from missed
+// to missedInGap.
 func (r *electionResult) excuseGaps(acqs []acquisition, gaps []listenerGap) {
+	gaps = mergeGaps(gaps)
 	var kept []string
 	for _, m := range r.missed {
 		excused := false

@@ -196,12 +196,21 @@ func TestObserveLongValues(t *testing.T) {
 }
 
 // After its listener is cut, an observer reads the key's state again and
-// goes on reporting each change.
+// goes on reporting each change; the Backend reports the gap.
 func TestObserveAfterListenerCut(t *testing.T) {
 	schema := uniqueSchema(t)
 	b, _ := newBackend(t, schema)
-	ob, _ := newBackendApp(t, schema, "cut-observer")
 	ctx := testCtx(t, 4*waitBound)
+	gaps := make(chan [2]time.Time, 1)
+	ob, err := postgres.New(ctx, pool(t, "cut-observer"), postgres.WithSchema(schema),
+		postgres.WithListenerGapHook(func(from, to time.Time) {
+			select {
+			case gaps <- [2]time.Time{from, to}:
+			default: // the first one is enough
+			}
+		}))
+	require.NoError(t, err)
+	t.Cleanup(func() { ob.Close() })
 	resume := make(chan struct{})
 	close(resume)
 	o := observe(ctx, ob, "k", resume)
@@ -216,6 +225,12 @@ func TestObserveAfterListenerCut(t *testing.T) {
 	require.NoError(t, err)
 	last = o.next(t, last, "acquired while the listener was cut")
 	require.Equal(t, c.Token, last.Token)
+	select {
+	case g := <-gaps:
+		require.False(t, g[1].Before(g[0]), "a gap that ends before it begins: %v", g)
+	case <-time.After(waitBound):
+		t.Fatal("the Backend reported no gap of its listener")
+	}
 	for i := range 5 {
 		require.NoError(t, b.SetValue(ctx, c, []byte{byte('0' + i)}))
 		last = o.next(t, last, "value set")
