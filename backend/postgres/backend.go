@@ -71,11 +71,13 @@ func WithListenConfig(cfg *pgx.ConnConfig) Option {
 	}
 }
 
-// WithListenerGapHook sets a function the Backend calls, from its listener
-// goroutine, each time its listener connection was lost (from) and is back
-// with every observed key's queue read again (to). Changes of an observed
-// key made between may be missed by Observe (it resumes from that read);
-// none is reordered. f must not block.
+// WithListenerGapHook sets a function the Backend calls each time its
+// listener connection was lost (from) and is back with every observed
+// key's queue read again (to), and again for an Observe that had to read
+// its key's queue itself, later. Changes of an observed key made between
+// may be missed by Observe (it resumes from that read); none is
+// reordered. f is called from the Backend's goroutines, concurrently; it
+// must not block.
 func WithListenerGapHook(f func(from, to time.Time)) Option {
 	return func(c *config) { c.onGap = f }
 }

@@ -24,6 +24,7 @@ type event struct {
 	row  entry     // the row after the change; none for a delete
 	big  bool      // the row's value was too long for the payload and is not in row
 	snap *snapshot // a gap's: the key's queue read after the listener reconnected, if it was
+	lost time.Time // a gap's: when the listener's connection was lost
 }
 
 // gap is the kind of the event that tells an observer the listener
@@ -279,12 +280,12 @@ func (h *hub) observed() []string {
 // listener missed events while reconnecting, and returns the holdings to
 // verify. Observers get a gap event with their key's queue from snaps, if
 // it has the key.
-func (h *hub) resync(snaps map[string]*snapshot) []*holding {
+func (h *hub) resync(snaps map[string]*snapshot, lost time.Time) []*holding {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for k, m := range h.observers {
 		for o := range m {
-			o.inbox = append(o.inbox, event{kind: gap, snap: snaps[k]})
+			o.inbox = append(o.inbox, event{kind: gap, snap: snaps[k], lost: lost})
 		}
 	}
 	h.wakeAllLocked(true)

@@ -59,7 +59,7 @@ func (b *Backend) listen(ctx context.Context, conn *pgx.Conn) {
 		if conn, snaps = b.rejoin(ctx); conn == nil {
 			return
 		}
-		for _, c := range b.hub.resync(snaps) {
+		for _, c := range b.hub.resync(snaps, lost) {
 			b.spawn(func() { b.verify(ctx, c) })
 		}
 		if b.onGap != nil {

@@ -119,7 +119,16 @@ func (v *view) run(ctx context.Context, o *observer) error {
 func (v *view) apply(ctx context.Context, e event) error {
 	switch e.kind {
 	case gap:
-		return v.resync(ctx, false)
+		if e.snap != nil {
+			v.take(e.snap)
+			return v.emit(false)
+		}
+		// The gap lasts until this read.
+		err := v.resync(ctx, false)
+		if err == nil && v.b.onGap != nil {
+			v.b.onGap(e.lost, time.Now())
+		}
+		return err
 	case 'd':
 		v.claims = slices.DeleteFunc(v.claims, func(c entry) bool {
 			_, gone := slices.BinarySearch(e.gone, int64(c.q.Token))
