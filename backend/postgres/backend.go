@@ -28,6 +28,7 @@ type Backend struct {
 	sql       statements
 	hub       *hub
 	listenCfg *pgx.ConnConfig // the listener's; copied for each connection
+	onGap     func(from, to time.Time)
 
 	closeOnce sync.Once
 	done      chan struct{} // closed by Close
@@ -47,6 +48,7 @@ type Option func(*config)
 type config struct {
 	schema string
 	listen *pgx.ConnConfig
+	onGap  func(from, to time.Time)
 }
 
 // WithSchema sets the schema that holds the Backend's tables (default
@@ -67,6 +69,17 @@ func WithListenConfig(cfg *pgx.ConnConfig) Option {
 			c.listen = cfg.Copy()
 		}
 	}
+}
+
+// WithListenerGapHook sets a function the Backend calls each time its
+// listener connection was lost (from) and is back with every observed
+// key's queue read again (to), and again for an Observe that had to read
+// its key's queue itself, later. Changes of an observed key made between
+// may be missed by Observe (it resumes from that read); none is
+// reordered. f is called from the Backend's goroutines, concurrently; it
+// must not block.
+func WithListenerGapHook(f func(from, to time.Time)) Option {
+	return func(c *config) { c.onGap = f }
 }
 
 // New returns a Backend on pool, which the caller owns and closes after
@@ -100,6 +113,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Backend, err
 		hub:       newHub(),
 		done:      make(chan struct{}),
 		listenCfg: cfg.listen,
+		onGap:     cfg.onGap,
 	}
 	if b.listenCfg == nil {
 		b.listenCfg = pool.Config().ConnConfig.Copy()

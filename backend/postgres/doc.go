@@ -71,16 +71,18 @@
 //
 // # Events
 //
-// A trigger on claims notifies the channel "ashlock:<schema>" of each
-// delete (cascaded ones included), admission and value change, with the
-// key and token. Each Backend has one listener connection besides the
+// Triggers on claims notify the channel "ashlock:<schema>" of each insert,
+// admission and value change, with the row, and of each statement's
+// deletes (cascaded ones included), with the key and tokens. Each Backend has one listener connection besides the
 // pool, whatever the number of locks held or awaited. A waiter wakes only
 // for the events of the claims the rule says it waits for (a release
 // wakes the next waiter, a writer's release the readers behind it), or at
 // the expiry of such a claim's lease; it never polls. A holder's claim
 // deleted by anyone but its own Release reaches OnLost. When the listener
 // connection drops it reconnects; every waiter then reads its queues
-// again and every holder's claim is checked once.
+// again and every holder's claim is checked once. An Observe follows its
+// key's notifications change by change (see observe.go); after a
+// reconnection it reads the queue again once.
 //
 // # Connections
 //

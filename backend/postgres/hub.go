@@ -1,9 +1,11 @@
 package postgres
 
 import (
-	"strconv"
-	"strings"
+	"encoding/json"
 	"sync"
+	"time"
+
+	"github.com/ash-lock/ashlock/backend"
 )
 
 // ref names one row of a claim: its key and token.
@@ -12,26 +14,74 @@ type ref struct {
 	token int64
 }
 
-// event is one notification of the claims trigger (see ddl).
+// event is one notification of the claims triggers (see ddl), or a gap.
+// A delete names every claim of its key that one statement deleted (gone;
+// token is 0), or, as delivered to waiters, one of them (token).
 type event struct {
-	kind byte // 'd' delete, 'a' admission, 'v' value change
+	kind byte // 'i' insert of a waiting claim, 'a' admission, 'v' value change, 'd' delete; gap
 	ref
+	gone []int64   // a delete's tokens, ascending
+	row  entry     // the row after the change; none for a delete
+	big  bool      // the row's value was too long for the payload and is not in row
+	snap *snapshot // a gap's: the key's queue read after the listener reconnected, if it was
+	lost time.Time // a gap's: when the listener's connection was lost
 }
 
-// parseEvent reads a notification payload "<kind><token>:<key>".
-func parseEvent(payload string) (event, bool) {
-	if len(payload) < 3 {
+// gap is the kind of the event that tells an observer the listener
+// reconnected: the notifications sent meanwhile are lost.
+const gap = 'g'
+
+// entry is one claim row as an observer keeps it.
+type entry struct {
+	ver    int64
+	single bool // a single-key claim
+	q      backend.Queued
+}
+
+// payload is the trigger's JSON (see ddl).
+type payload struct {
+	Kind     string  `json:"e"`
+	Token    int64   `json:"t"`
+	Key      string  `json:"k"`
+	Ver      int64   `json:"r"`
+	Shared   bool    `json:"s"`
+	Permits  int     `json:"n"`
+	Permit   int     `json:"p"`
+	Admitted bool    `json:"a"`
+	Single   bool    `json:"one"`
+	Owner    string  `json:"o"`
+	At       *int64  `json:"at"`
+	Wall     int64   `json:"sw"`
+	Logical  uint32  `json:"sl"`
+	Value    []byte  `json:"val"`
+	Big      bool    `json:"big"`
+	Gone     []int64 `json:"ts"`
+}
+
+// parseEvent reads a notification payload.
+func parseEvent(s string) (event, bool) {
+	var p payload
+	if err := json.Unmarshal([]byte(s), &p); err != nil || len(p.Kind) != 1 || p.Key == "" {
 		return event{}, false
 	}
-	tok, key, ok := strings.Cut(payload[1:], ":")
-	if !ok {
-		return event{}, false
+	e := event{kind: p.Kind[0], ref: ref{key: p.Key, token: p.Token}, big: p.Big}
+	if e.kind == 'd' {
+		e.gone = p.Gone
+		return e, len(e.gone) > 0
 	}
-	t, err := strconv.ParseInt(tok, 10, 64)
-	if err != nil {
-		return event{}, false
+	e.row = entry{ver: p.Ver, single: p.Single, q: backend.Queued{
+		Kind:     backend.Kind{Shared: p.Shared, Permits: p.Permits},
+		Token:    uint64(p.Token),
+		Admitted: p.Admitted,
+		Permit:   p.Permit,
+		Owner:    p.Owner,
+		Value:    p.Value,
+		Stamp:    backend.Timestamp{WallTime: p.Wall, Logical: p.Logical},
+	}}
+	if p.At != nil {
+		e.row.q.AcquiredAt = time.UnixMicro(*p.At)
 	}
-	return event{kind: payload[0], ref: ref{key: key, token: t}}, true
+	return e, true
 }
 
 // hub routes the listener's events to those they concern: waiters (by the
@@ -133,10 +183,23 @@ func (h *hub) arm(w *waiter, want waitSet) bool {
 	return false
 }
 
-// observer is one Observe of a key: every event of the key signals it.
+// observer is one Observe of a key: it gets every event of the key, in
+// the order the listener received them, and a gap event after every
+// reconnection of the listener. The inbox is unbounded: the listener
+// never waits for an observer.
 type observer struct {
 	key    string
-	signal chan struct{} // cap 1
+	inbox  []event       // under the hub's mu
+	signal chan struct{} // cap 1: the inbox is not empty, or the Backend is closing
+}
+
+// take returns o's inbox, emptied.
+func (h *hub) take(o *observer) []event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	in := o.inbox
+	o.inbox = nil
+	return in
 }
 
 func (h *hub) addObserver(key string) *observer {
@@ -164,10 +227,34 @@ func (h *hub) dropObserver(o *observer) {
 }
 
 // dispatch delivers one event and returns the loss calls it owes, which
-// the caller makes outside the hub's lock.
+// the caller makes outside the hub's lock. Observers get a delete event
+// whole (one statement's deletes at a key are one change); waiters and
+// holders get one event per claim.
 func (h *hub) dispatch(e event) []lossCall {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	for o := range h.observers[e.key] {
+		o.inbox = append(o.inbox, e)
+		signal(o.signal)
+	}
+	if e.kind != 'd' {
+		h.toWaitersLocked(e)
+		return nil
+	}
+	var calls []lossCall
+	for _, t := range e.gone {
+		d := event{kind: 'd', ref: ref{key: e.key, token: t}}
+		h.toWaitersLocked(d)
+		if c, ok := h.lostLocked(h.holders[d.ref]); ok {
+			calls = append(calls, c)
+		}
+	}
+	return calls
+}
+
+// toWaitersLocked delivers e, an event of one claim, to the waiters of
+// its key. h.mu held.
+func (h *hub) toWaitersLocked(e event) {
 	for w := range h.waiters[e.key] {
 		switch {
 		case w.reading:
@@ -176,24 +263,31 @@ func (h *hub) dispatch(e event) []lossCall {
 			signal(w.wake)
 		}
 	}
-	for o := range h.observers[e.key] {
-		signal(o.signal)
+}
+
+// observed returns the keys that have observers.
+func (h *hub) observed() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	keys := make([]string, 0, len(h.observers))
+	for k := range h.observers {
+		keys = append(keys, k)
 	}
-	if e.kind != 'd' {
-		return nil
-	}
-	if c, ok := h.lostLocked(h.holders[e.ref]); ok {
-		return []lossCall{c}
-	}
-	return nil
+	return keys
 }
 
 // resync tells every waiter and observer to read again, after the
 // listener missed events while reconnecting, and returns the holdings to
-// verify.
-func (h *hub) resync() []*holding {
+// verify. Observers get a gap event with their key's queue from snaps, if
+// it has the key.
+func (h *hub) resync(snaps map[string]*snapshot, lost time.Time) []*holding {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	for k, m := range h.observers {
+		for o := range m {
+			o.inbox = append(o.inbox, event{kind: gap, snap: snaps[k], lost: lost})
+		}
+	}
 	h.wakeAllLocked(true)
 	seen := make(map[*holding]bool)
 	var out []*holding

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"iter"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -57,13 +56,7 @@ func (b *Backend) readState(ctx context.Context, key string) (q []backend.Queued
 			&c.Owner, &c.Value, &at, &wall, &logical); err != nil {
 			return nil, err
 		}
-		// A single-key claim without permits holds once the rule admits
-		// it at its key: a waiter's admission record comes a round trip
-		// later and adds nothing to the store's state, so the handoff
-		// from a holder to its waiter is one change, as in the rule.
-		// Multi-key and counted claims hold only once recorded (at every
-		// key; with a permit).
-		c.Admitted = c.Admitted || (single && !c.Kind.Counted())
+		c.Admitted = holds(c, single)
 		c.Token = uint64(token)
 		c.Stamp = backend.Timestamp{WallTime: wall, Logical: uint32(logical)}
 		if at != nil {
@@ -74,66 +67,14 @@ func (b *Backend) readState(ctx context.Context, key string) (q []backend.Queued
 	return q, rows.Err()
 }
 
-// Observe implements backend.Observer: it yields key's holders (as Inspect
-// reports them, without waiters) now, then again after every event of the
-// key's claims that changes them: a claim admitted or deleted, a holder's
-// value set. Events come from the Backend's listener; each one costs one
-// read of the queue, and a state equal to the last one yielded is not
-// yielded again. After the listener reconnects it reads once. A failure
-// to reach the server is retried with backoff; a refusal by the server is
-// yielded once, last. It ends when ctx ends, and yields an error wrapping
-// backend.ErrClosed once when the Backend closes.
-func (b *Backend) Observe(ctx context.Context, key string) iter.Seq2[backend.LockInfo, error] {
-	return func(yield func(backend.LockInfo, error) bool) {
-		if err := b.closed("observe"); err != nil {
-			yield(backend.LockInfo{}, err)
-			return
-		}
-		if err := backend.CheckKey(key); err != nil {
-			yield(backend.LockInfo{}, err)
-			return
-		}
-		o := b.hub.addObserver(key)
-		defer b.hub.dropObserver(o)
-		var last backend.LockInfo
-		first := true
-		for {
-			q, err := b.readState(ctx, key)
-			switch {
-			case ctx.Err() != nil:
-				return
-			case b.closed("observe") != nil:
-				yield(backend.LockInfo{}, closedError("observe"))
-				return
-			case err != nil && !transient(err):
-				yield(backend.LockInfo{}, unavailable(ctx, "observe", err))
-				return
-			case err != nil:
-				if !b.pause(ctx) {
-					if ctx.Err() == nil {
-						yield(backend.LockInfo{}, closedError("observe"))
-					}
-					return
-				}
-				continue
-			}
-			info := backend.Describe(key, q, false)
-			if first || !backend.SameHolders(last, info) {
-				first, last = false, info
-				if !yield(info, nil) {
-					return
-				}
-			}
-			select {
-			case <-o.signal:
-			case <-ctx.Done():
-				return
-			case <-b.done:
-				yield(backend.LockInfo{}, closedError("observe"))
-				return
-			}
-		}
-	}
+// holds reports whether c, a single-key claim or not, is listed as
+// admitted. A single-key claim without permits holds once the rule admits
+// it at its key: a waiter's admission record comes a round trip later and
+// adds nothing to the store's state, so the handoff from a holder to its
+// waiter is one change, as in the rule. Multi-key and counted claims hold
+// only once recorded (at every key; with a permit).
+func holds(c backend.Queued, single bool) bool {
+	return c.Admitted || (single && !c.Kind.Counted())
 }
 
 // pause waits a moment before a failed read is tried again; false if ctx

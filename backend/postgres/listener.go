@@ -29,8 +29,9 @@ const (
 
 // listen delivers the channel's notifications until ctx ends. When the
 // connection fails it connects again, with backoff, and then every waiter
-// and observer reads again once and every holder's claim is checked once:
-// the notifications sent meanwhile are lost.
+// reads again once, every observer resumes from a read of its key's queue
+// (see rejoin) and every holder's claim is checked once: the
+// notifications sent meanwhile are lost.
 func (b *Backend) listen(ctx context.Context, conn *pgx.Conn) {
 	defer func() {
 		if conn != nil {
@@ -48,37 +49,76 @@ func (b *Backend) listen(ctx context.Context, conn *pgx.Conn) {
 			}
 			continue
 		}
+		lost := time.Now()
 		conn.Close(context.Background())
 		conn = nil
 		if ctx.Err() != nil {
 			return
 		}
-		if conn = b.reconnect(ctx); conn == nil {
+		var snaps map[string]*snapshot
+		if conn, snaps = b.rejoin(ctx); conn == nil {
 			return
 		}
-		for _, c := range b.hub.resync() {
+		for _, c := range b.hub.resync(snaps, lost) {
 			b.spawn(func() { b.verify(ctx, c) })
+		}
+		if b.onGap != nil {
+			b.onGap(lost, time.Now())
 		}
 	}
 }
 
 // reconnect opens a new listener connection, trying again with backoff
-// until it succeeds or ctx ends (then it returns nil).
-func (b *Backend) reconnect(ctx context.Context) *pgx.Conn {
-	for d := minBackoff; ; d = min(2*d, maxBackoff) {
-		t := time.NewTimer(d)
+// (from *d, which it leaves at the next delay) until it succeeds or ctx
+// ends (then it returns nil).
+func (b *Backend) reconnect(ctx context.Context, d *time.Duration) *pgx.Conn {
+	for {
+		t := time.NewTimer(*d)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil
 		case <-t.C:
 		}
+		*d = min(2*(*d), maxBackoff)
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		conn, err := b.listenConn(cctx)
 		cancel()
 		if err == nil {
 			return conn
 		}
+	}
+}
+
+// rejoin reconnects the listener (see reconnect) and reads, on the new
+// connection, the queues of the keys observed: a read after LISTEN and
+// before the notifications that follow it, from which observers resume.
+// A failed read is a failed connection: it connects again. It returns a
+// nil connection once ctx has ended.
+func (b *Backend) rejoin(ctx context.Context) (*pgx.Conn, map[string]*snapshot) {
+	d := minBackoff
+	for {
+		conn := b.reconnect(ctx, &d)
+		if conn == nil {
+			return nil, nil
+		}
+		keys := b.hub.observed()
+		snaps := make(map[string]*snapshot, len(keys))
+		if len(keys) == 0 {
+			return conn, snaps
+		}
+		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		read, err := scanSnapshots(conn.Query(qctx, b.sql.observe, keys))
+		cancel()
+		if err == nil {
+			for _, k := range keys {
+				if snaps[k] = read[k]; snaps[k] == nil {
+					snaps[k] = &snapshot{} // never claimed
+				}
+			}
+			return conn, snaps
+		}
+		conn.Close(context.Background())
 	}
 }
 

@@ -48,10 +48,18 @@ func channel(schema string) string { return "ashlock:" + schema }
 //   - claims: one row per key of a claim; a multi-key claim has one row
 //     at each of its keys, all with the same token, name and keys.
 //
-// The trigger notifies the schema's channel of every change a waiter, a
-// holder or an observer may care about: a claim's delete (also one
-// cascaded from its lease's), its admission (an insert or update that sets
-// admitted) and a holder's value change. The payload is "<event><token>:<key>".
+// Two triggers notify the schema's channel of every change of a claim row
+// that a waiter, a holder or an observer may care about, as a JSON object
+// (see payload). claim_change: an insert, an admission (an update that
+// sets admitted) or a value change, with the row as the change left it,
+// so that an observer can follow a key's queue change by change without
+// reading it again; ver counts the row's updates (admit and setValue add
+// one), telling a change from one an observer's read already saw. A value
+// that would make the payload too long for pg_notify (8000 bytes) is left
+// out and flagged ("big"); the observer then reads it. claims_gone: the
+// deletes of one statement (cascades from its leases' deletes included),
+// one notification per key with the tokens (in parts of 200, to fit), so
+// that a lease's end is one change at each key.
 const ddl = `
 CREATE SEQUENCE IF NOT EXISTS %[1]s.tokens;
 CREATE TABLE IF NOT EXISTS %[1]s.keys (
@@ -80,24 +88,55 @@ CREATE TABLE IF NOT EXISTS %[1]s.claims (
 	acquired_at   timestamptz,
 	stamp_wall    bigint NOT NULL DEFAULT 0,
 	stamp_logical bigint NOT NULL DEFAULT 0,
+	ver           integer NOT NULL DEFAULT 0,
 	PRIMARY KEY (key, token)
 );
 CREATE INDEX IF NOT EXISTS claims_lease_id ON %[1]s.claims (lease_id);
-CREATE OR REPLACE FUNCTION %[1]s.claim_event() RETURNS trigger LANGUAGE plpgsql AS $$
+ALTER TABLE %[1]s.claims ADD COLUMN IF NOT EXISTS ver integer NOT NULL DEFAULT 0;
+CREATE OR REPLACE FUNCTION %[1]s.claim_change() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+	ev text;
+	r jsonb;
+	msg text;
 BEGIN
-	IF TG_OP = 'DELETE' THEN
-		PERFORM pg_notify('ashlock:' || TG_TABLE_SCHEMA, 'd' || OLD.token || ':' || OLD.key);
-	ELSIF NEW.admitted AND (TG_OP = 'INSERT' OR NOT OLD.admitted) THEN
-		PERFORM pg_notify('ashlock:' || TG_TABLE_SCHEMA, 'a' || NEW.token || ':' || NEW.key);
-	ELSIF TG_OP = 'UPDATE' AND NEW.value IS DISTINCT FROM OLD.value THEN
-		PERFORM pg_notify('ashlock:' || TG_TABLE_SCHEMA, 'v' || NEW.token || ':' || NEW.key);
+	IF TG_OP = 'INSERT' THEN
+		ev := CASE WHEN NEW.admitted THEN 'a' ELSE 'i' END;
+	ELSIF NEW.admitted AND NOT OLD.admitted THEN
+		ev := 'a';
+	ELSIF NEW.value IS DISTINCT FROM OLD.value THEN
+		ev := 'v';
+	ELSE
+		RETURN NULL;
 	END IF;
+	r := jsonb_build_object('e', ev, 't', NEW.token, 'k', NEW.key, 'r', NEW.ver,
+		's', NEW.shared, 'n', NEW.permits, 'p', NEW.permit, 'a', NEW.admitted, 'one', NEW.keys IS NULL,
+		'o', NEW.owner, 'at', (extract(epoch FROM NEW.acquired_at) * 1e6)::bigint,
+		'sw', NEW.stamp_wall, 'sl', NEW.stamp_logical);
+	msg := (r || jsonb_build_object('val', translate(encode(NEW.value, 'base64'), E'\n', '')))::text;
+	IF octet_length(msg) >= 7900 THEN
+		msg := (r || jsonb_build_object('big', true))::text;
+	END IF;
+	PERFORM pg_notify('ashlock:' || TG_TABLE_SCHEMA, msg);
 	RETURN NULL;
 END
 $$;
 DROP TRIGGER IF EXISTS claim_event ON %[1]s.claims;
-CREATE TRIGGER claim_event AFTER INSERT OR UPDATE OR DELETE ON %[1]s.claims
-	FOR EACH ROW EXECUTE FUNCTION %[1]s.claim_event();
+DROP FUNCTION IF EXISTS %[1]s.claim_event();
+DROP TRIGGER IF EXISTS claim_change ON %[1]s.claims;
+CREATE TRIGGER claim_change AFTER INSERT OR UPDATE ON %[1]s.claims
+	FOR EACH ROW EXECUTE FUNCTION %[1]s.claim_change();
+CREATE OR REPLACE FUNCTION %[1]s.claims_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM pg_notify('ashlock:' || TG_TABLE_SCHEMA, json_build_object('e', 'd', 'k', key, 'ts', ts)::text)
+	FROM (SELECT key, array_agg(token ORDER BY token) AS ts
+		FROM (SELECT key, token, (row_number() OVER (PARTITION BY key ORDER BY token) - 1) / 200 AS part FROM gone) g
+		GROUP BY key, part) p;
+	RETURN NULL;
+END
+$$;
+DROP TRIGGER IF EXISTS claims_gone ON %[1]s.claims;
+CREATE TRIGGER claims_gone AFTER DELETE ON %[1]s.claims REFERENCING OLD TABLE AS gone
+	FOR EACH STATEMENT EXECUTE FUNCTION %[1]s.claims_gone();
 `
 
 // ensureSchema creates the schema and its objects unless they all exist.
@@ -112,7 +151,7 @@ func ensureSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error 
 		QueryRow(context.Context, string, ...any) pgx.Row
 	}) (schemaExists, done bool, err error) {
 		err = db.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL, to_regprocedure($2) IS NOT NULL`,
-			q, q+".claim_event()").Scan(&schemaExists, &done)
+			q, q+".claims_gone()").Scan(&schemaExists, &done)
 		return schemaExists, done, err
 	}
 	if _, done, err := ready(ctx, pool); err != nil || done {

@@ -14,7 +14,7 @@ type statements struct {
 
 	readStamp, writeStamp string
 
-	inspect, fence string
+	inspect, observe, observeValue, fence string
 }
 
 func newStatements(s string) statements {
@@ -88,7 +88,7 @@ func newStatements(s string) statements {
 		// admit records that a waiting claim holds its keys (and, for a
 		// counted claim, its permit $4), comparing on the claim's
 		// identity and its lease's life. It returns one row per key.
-		admit: f(`UPDATE %[1]s.claims SET admitted = true, permit = $4, acquired_at = clock_timestamp()
+		admit: f(`UPDATE %[1]s.claims SET admitted = true, permit = $4, acquired_at = clock_timestamp(), ver = ver + 1
 			WHERE key = ANY($1) AND token = $2 AND name = $3
 				AND EXISTS (SELECT 1 FROM %[1]s.leases WHERE id = $5 AND expires_at > clock_timestamp())
 			RETURNING acquired_at`),
@@ -100,7 +100,7 @@ func newStatements(s string) statements {
 		// clock; it waits for a fenced transaction that holds one.
 		reapExpired: f(`DELETE FROM %[1]s.leases WHERE id = ANY($1) AND expires_at < clock_timestamp()`),
 		verify:      f(`SELECT count(*) FROM %[1]s.claims WHERE key = ANY($1) AND token = $2 AND name = $3`),
-		setValue: f(`UPDATE %[1]s.claims SET value = $4
+		setValue: f(`UPDATE %[1]s.claims SET value = $4, ver = ver + 1
 			WHERE key = ANY($1) AND token = $2 AND name = $3
 				AND EXISTS (SELECT 1 FROM %[1]s.leases l WHERE l.id = lease_id AND l.expires_at > clock_timestamp())`),
 
@@ -117,6 +117,16 @@ func newStatements(s string) statements {
 
 		inspect: f(`SELECT token, shared, permits, permit, admitted, keys IS NULL, owner, value, acquired_at, stamp_wall, stamp_logical
 			FROM %[1]s.claims WHERE key = $1 ORDER BY token`),
+		// observe reads the queues of the keys $1 as inspect does, with
+		// each row's ver, and each key's newest token as of the same
+		// snapshot (one row with a NULL claim for an empty queue, none
+		// for a key never claimed).
+		observe: f(`SELECT k.key, k.last_token, c.token, c.ver, c.shared, c.permits, c.permit, c.admitted, c.keys IS NULL,
+				c.owner, c.value, c.acquired_at, c.stamp_wall, c.stamp_logical
+			FROM %[1]s.keys k LEFT JOIN %[1]s.claims c ON c.key = k.key
+			WHERE k.key = ANY($1) ORDER BY k.key, c.token`),
+		// observeValue reads the value of one version of a claim's row.
+		observeValue: f(`SELECT value FROM %[1]s.claims WHERE key = $1 AND token = $2 AND ver = $3`),
 		// fence: see Backend.Fence.
 		fence: f(`SELECT 1 FROM %[1]s.claims c JOIN %[1]s.leases l ON l.id = c.lease_id
 			WHERE c.key = $1 AND c.token = $2 AND c.admitted AND l.expires_at > clock_timestamp()

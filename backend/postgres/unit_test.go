@@ -45,11 +45,19 @@ func TestParseSeed(t *testing.T) {
 }
 
 func TestParseEvent(t *testing.T) {
-	e, ok := parseEvent("d42:orders/4:x y")
-	if !ok || e.kind != 'd' || e.token != 42 || e.key != "orders/4:x y" {
+	e, ok := parseEvent(`{"e" : "d", "k" : "orders/4:x y", "ts" : [42,43]}`)
+	if !ok || e.kind != 'd' || len(e.gone) != 2 || e.gone[0] != 42 || e.gone[1] != 43 || e.key != "orders/4:x y" {
 		t.Errorf("parseEvent = %+v, %v", e, ok)
 	}
-	for _, p := range []string{"", "d", "dx:k", "d12"} {
+	e, ok = parseEvent(`{"a": true, "e": "a", "k": "k", "n": 3, "o": "me", "p": 2, "r": 1, "s": false, "t": 7, ` +
+		`"at": 1700000000000001, "sl": 4, "sw": 5, "one": true, "val": "aGk="}`)
+	q := e.row.q
+	if !ok || e.kind != 'a' || e.token != 7 || e.row.ver != 1 || !e.row.single || q.Token != 7 || !q.Admitted ||
+		q.Kind.Permits != 3 || q.Permit != 2 || q.Owner != "me" || string(q.Value) != "hi" ||
+		q.AcquiredAt.UnixMicro() != 1700000000000001 || q.Stamp != (backend.Timestamp{WallTime: 5, Logical: 4}) {
+		t.Errorf("parseEvent = %+v, %v", e, ok)
+	}
+	for _, p := range []string{"", "d", "d12:k", `{"e": "d", "ts": [1]}`, `{"e": "d", "k": "k"}`, `{"e": "", "t": 1, "k": "k"}`, `{"e": "d", "t": "x", "k": "k"}`} {
 		if _, ok := parseEvent(p); ok {
 			t.Errorf("parseEvent(%q) accepted", p)
 		}

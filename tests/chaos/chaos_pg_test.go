@@ -39,13 +39,6 @@ func TestChaosPostgres(t *testing.T) {
 		election: 3,
 	})
 	requireClean(t, res)
-	for i, m := range res.elect.coalesced {
-		if i == 5 {
-			t.Logf("  ... and %d more", len(res.elect.coalesced)-5)
-			break
-		}
-		t.Logf("  not yielded by Observe (coalesced, allowed here): %s", m)
-	}
 	for _, k := range pgFaults {
 		if injected(res, k) == 0 {
 			t.Errorf("no %v fault was injected: %v", k, res.faults)

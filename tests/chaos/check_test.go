@@ -57,11 +57,8 @@ func (h *harness) check(t *testing.T, res *runResult, resrc *resource, regHist *
 	if res.cfg.election > 0 {
 		seen, problems := h.obs.snapshot()
 		res.elect = checkElection(res.cfg.name, h.elReg, h.elAcqs.snapshot(), seen, healed, res.cfg.prof.ttl)
-		res.elect.excuseGaps(h.elAcqs.snapshot(), h.inj.listenerGaps())
+		res.elect.excuseGaps(h.elAcqs.snapshot(), append(h.inj.listenerGaps(), h.obs.listenerGaps()...))
 		res.elect.markHeld(h.elAcqs.snapshot(), h.inj.observerHeld())
-		if res.cfg.store == storePostgres {
-			res.elect.allowCoalescing()
-		}
 		res.elect.candidates = res.cfg.election
 		res.elect.problems = append(res.elect.problems, problems...)
 	}

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -52,13 +53,8 @@ type electionResult struct {
 	// missedInGap are terms not observed that began and ended inside a
 	// gap of the observer's listener (see listenerGap): allowed.
 	missedInGap []string
-	// coalesced are terms not observed, outside any gap, on a store whose
-	// Observe yields the state it reads after a change rather than each
-	// change (PostgreSQL): counted, not a violation (see
-	// allowCoalescing).
-	coalesced  []string
-	wrongOwner []string // Observe named the wrong owner or value for a term
-	problems   []string // tokens, liveness, the observer's own trouble
+	wrongOwner  []string // Observe named the wrong owner or value for a term
+	problems    []string // tokens, liveness, the observer's own trouble
 }
 
 func (r *electionResult) violations() int {
@@ -75,43 +71,45 @@ func (r *electionResult) String() string {
 		"late writes %d (%d admitted); writes out of term order: %d; "+
 		"leaders' belief: %d terms probed, %d believed after a later term's lead began (terms lost while leading: %d, closest call %v), late beliefs %d; "+
 		"observer: %d states, %d terms (%d terms wrote before they were observed, by up to %v); "+
-		"backwards: %d; missed: %d (and %d inside a gap of the observer's listener, %d coalesced); wrong owner: %d; other problems: %d",
+		"backwards: %d; missed: %d (and %d inside a gap of the observer's listener); wrong owner: %d; other problems: %d",
 		r.candidates, r.terms, r.afterFaults, len(r.wrote), r.wroteDuring, r.wroteAfter,
 		r.ops, r.refused, r.writes, r.check, r.lost, r.acked,
 		r.late, r.lateAdmitted, len(r.outOfOrder),
 		r.probedTerms, len(r.twoLeaders), r.lostTerms, r.closest, r.lateBeliefs,
 		r.observed, r.observedTerms, r.writeFirst, r.writeLead,
-		len(r.backwards), len(r.missed), len(r.missedInGap), len(r.coalesced), len(r.wrongOwner), len(r.problems))
-}
-
-// allowCoalescing moves every term never yielded from missed to
-// coalesced; terms yielded out of order stay violations. For PostgreSQL,
-// whose Observe reads the key's state when a notification arrives, so
-// that a term that began and ended between two of its reads is never
-// yielded: DESIGN asks for each change, which this does not give.
-func (r *electionResult) allowCoalescing() {
-	var kept []string
-	for _, m := range r.missed {
-		if strings.Contains(m, "Observe never yielded it") {
-			r.coalesced = append(r.coalesced, m)
-		} else {
-			kept = append(kept, m)
-		}
-	}
-	r.missed = kept
+		len(r.backwards), len(r.missed), len(r.missedInGap), len(r.wrongOwner), len(r.problems))
 }
 
 // listenerGap is a time, on the run's clock, when an observer on
 // PostgreSQL or Redis may have had no listener (or subscriber) connection:
 // the notifications sent then are lost, and when it is back the observer
 // reads the state once, so a term that began and ended meanwhile is never
-// yielded - as DESIGN allows of a change inside etcd's compacted gap.
+// yielded - as DESIGN allows of a change inside etcd's compacted gap. Gaps
+// come from the faults (estimated: until the fault's end and a grace) and
+// from the observer's Backend (what it reported: from the loss of its
+// listener to its read of the state once back); gaps that overlap are one.
 type listenerGap struct{ from, to int64 }
 
+// mergeGaps returns gaps with those that overlap joined, in order.
+func mergeGaps(gaps []listenerGap) []listenerGap {
+	gaps = slices.Clone(gaps)
+	slices.SortFunc(gaps, func(a, b listenerGap) int { return cmp.Compare(a.from, b.from) })
+	var out []listenerGap
+	for _, g := range gaps {
+		if n := len(out); n > 0 && g.from <= out[n-1].to {
+			out[n-1].to = max(out[n-1].to, g.to)
+			continue
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
 // excuseGaps moves each term that Observe never yielded, and whose lead
-// was called and last believed inside one of gaps, from missed to
-// missedInGap.
+// was called and last believed inside one of gaps (merged), from missed
+// to missedInGap.
 func (r *electionResult) excuseGaps(acqs []acquisition, gaps []listenerGap) {
+	gaps = mergeGaps(gaps)
 	var kept []string
 	for _, m := range r.missed {
 		if _, ok := neverYieldedInside(m, acqs, gaps); ok {

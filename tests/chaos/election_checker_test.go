@@ -171,12 +171,15 @@ func TestMarkHeld(t *testing.T) {
 	assert.NotContains(t, res.missed[1], "connections were held", "term 12 outlasted the hold")
 }
 
-// Coalescing allowed moves only the terms never yielded.
-func TestAllowCoalescing(t *testing.T) {
-	res := &electionResult{missed: missedTerms([]uint64{5, 9, 12}, seenTokens(0, 12, 5, 0))}
-	require.Len(t, res.missed, 2)
-	res.allowCoalescing()
-	require.Len(t, res.coalesced, 1)
-	require.Contains(t, res.coalesced[0], "term 9 ")
-	require.Len(t, res.missed, 1, "a term yielded out of order stays a violation")
+// Gaps that overlap are one: a fault's estimated gap and the one the
+// observer's Backend reported together excuse a term that neither covers
+// alone; a term past both stays missed.
+func TestExcuseMergedGaps(t *testing.T) {
+	require.Equal(t, []listenerGap{{10, 30}, {40, 50}}, mergeGaps([]listenerGap{{40, 50}, {15, 30}, {10, 20}}))
+	acqs := []acquisition{{token: 9, returned: 12, believed: 28}, {token: 12, returned: 35, believed: 45}}
+	res := &electionResult{missed: missedTerms([]uint64{5, 9, 12}, seenTokens(0, 5, 0))}
+	res.excuseGaps(acqs, []listenerGap{{10, 20}, {15, 30}, {40, 50}})
+	require.Len(t, res.missedInGap, 1)
+	require.Contains(t, res.missedInGap[0], "term 9 ")
+	require.Len(t, res.missed, 1, "term 12 began before the second gap")
 }

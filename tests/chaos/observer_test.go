@@ -44,6 +44,7 @@ type observer struct {
 	seen     []observed
 	problems []string
 	stopped  bool
+	gaps     []listenerGap // reported by the observer's Backend (PostgreSQL)
 }
 
 // startObserver connects through r and starts observing electionName. It
@@ -55,6 +56,12 @@ func startObserver(ctx context.Context, r route, prefix string, clk clock) (*obs
 		return nil, err
 	}
 	o := &observer{clk: clk, conn: cn, done: make(chan struct{}), changed: make(chan struct{}, 1)}
+	if pc, ok := cn.(*pgConn); ok {
+		pc.onGap = func(from, to time.Time) {
+			g := listenerGap{from: int64(from.Sub(clk.start)), to: int64(to.Sub(clk.start))}
+			o.record(func() { o.gaps = append(o.gaps, g) })
+		}
+	}
 	if o.be, err = cn.newBackend(ctx, prefix); err != nil {
 		return nil, errors.Join(err, cn.close())
 	}
@@ -95,6 +102,13 @@ func (o *observer) run(ctx context.Context, el *ashlock.Election) {
 		}
 		t.Stop()
 	}
+}
+
+// listenerGaps returns the gaps the observer's Backend reported.
+func (o *observer) listenerGaps() []listenerGap {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]listenerGap(nil), o.gaps...)
 }
 
 func (o *observer) record(f func()) {

@@ -191,7 +191,12 @@ func (r *pgRoute) close() error {
 }
 
 // pgConn is a holder's pool, through its route.
-type pgConn struct{ pool *pgxpool.Pool }
+type pgConn struct {
+	pool *pgxpool.Pool
+	// onGap, if set before newBackend, is the Backend's
+	// postgres.WithListenerGapHook.
+	onGap func(from, to time.Time)
+}
 
 func openPgConn(ctx context.Context, ep endpoint) (*pgConn, error) {
 	cfg, err := pgxpool.ParseConfig(ep.DSN)
@@ -207,6 +212,9 @@ func openPgConn(ctx context.Context, ep endpoint) (*pgConn, error) {
 
 // newBackend: the run has the server to itself, so prefix is not needed.
 func (c *pgConn) newBackend(ctx context.Context, _ string) (backend.Backend, error) {
+	if c.onGap != nil {
+		return postgres.New(ctx, c.pool, postgres.WithListenerGapHook(c.onGap))
+	}
 	return postgres.New(ctx, c.pool)
 }
 

@@ -63,8 +63,8 @@ func TestListenerReconnects(t *testing.T) {
 	_ = h2
 }
 
-// awaitWaiter polls Inspect until owner is among key's waiters: a request
-// reaching the queue sends no event of its own.
+// awaitWaiter polls Inspect until owner is among key's waiters (a test's
+// check from outside the Backend, which has no hook for it).
 func awaitWaiter(t *testing.T, b backend.Backend, key, owner string) {
 	t.Helper()
 	deadline := time.Now().Add(waitBound)

@@ -2,10 +2,11 @@ package pgbench_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
+	"slices"
 	"testing"
 	"time"
 
@@ -241,13 +242,12 @@ func (f *floorClient) acquire(ctx context.Context) (int64, error) {
 		case i == 0:
 			return token, f.admit(ctx, token)
 		}
-		want := "d" + strconv.FormatInt(q[i-1].token, 10) + ":" + f.key
-		for {
+		for ahead := q[i-1].token; ; {
 			n, err := f.listener.WaitForNotification(ctx)
 			if err != nil {
 				return 0, err
 			}
-			if n.Payload == want {
+			if deletes(n.Payload, f.key, ahead) {
 				break
 			}
 		}
@@ -255,6 +255,18 @@ func (f *floorClient) acquire(ctx context.Context) (int64, error) {
 			return 0, err
 		}
 	}
+}
+
+// deletes reports whether payload, a notification of backend/postgres's
+// triggers, is the delete of the claim of key with token, as the
+// Backend's listener reads it.
+func deletes(payload, key string, token int64) bool {
+	var p struct {
+		Kind string  `json:"e"`
+		Key  string  `json:"k"`
+		Gone []int64 `json:"ts"`
+	}
+	return json.Unmarshal([]byte(payload), &p) == nil && p.Kind == "d" && p.Key == key && slices.Contains(p.Gone, token)
 }
 
 func (f *floorClient) admit(ctx context.Context, token int64) error {

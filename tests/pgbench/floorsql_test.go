@@ -47,7 +47,7 @@ func newFloorSQL(schema string) floorSQL {
 			FROM %[1]s.claims c JOIN %[1]s.leases l ON l.id = c.lease_id
 			WHERE c.key = ANY($1) ORDER BY c.key, c.token`),
 		status: f(`SELECT coalesce((SELECT expires_at > clock_timestamp() FROM %[1]s.leases WHERE id = $1), false)`),
-		admit: f(`UPDATE %[1]s.claims SET admitted = true, permit = $4, acquired_at = clock_timestamp()
+		admit: f(`UPDATE %[1]s.claims SET admitted = true, permit = $4, acquired_at = clock_timestamp(), ver = ver + 1
 			WHERE key = ANY($1) AND token = $2 AND name = $3
 				AND EXISTS (SELECT 1 FROM %[1]s.leases WHERE id = $5 AND expires_at > clock_timestamp())
 			RETURNING acquired_at`),
