@@ -28,6 +28,8 @@ type registry struct {
 	claims      map[backend.LeaseID]map[*tracked]struct{}
 	byRef       map[claimRef]*tracked // holders, for Release
 	held        map[backend.LeaseID]*heldOn
+	observers   map[string]map[*observer]struct{}
+	inGap       bool // the subscriber's connection broke and is not restored yet
 }
 
 func newRegistry(lay layout, sub subscriber) *registry {
@@ -42,6 +44,7 @@ func newRegistry(lay layout, sub subscriber) *registry {
 		claims:      map[backend.LeaseID]map[*tracked]struct{}{},
 		byRef:       map[claimRef]*tracked{},
 		held:        map[backend.LeaseID]*heldOn{},
+		observers:   map[string]map[*observer]struct{}{},
 	}
 }
 
@@ -302,6 +305,7 @@ func (r *registry) event(e claimEvent, what byte, keyChannel bool) {
 func (r *registry) resubscribed() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.gapEnded()
 	for _, m := range r.byKey {
 		for w := range m {
 			w.stale = true
@@ -326,5 +330,5 @@ func (r *registry) leaseEnded(id backend.LeaseID) bool {
 	for w := range r.byLease[id] {
 		w.wakeFor(wokeEvent)
 	}
-	return len(r.byLease[id]) > 0 || len(r.claims[id]) > 0
+	return len(r.byLease[id]) > 0 || len(r.claims[id]) > 0 || r.observedLease(id)
 }
