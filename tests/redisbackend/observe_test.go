@@ -3,6 +3,8 @@ package redisbackend
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -182,4 +184,55 @@ func TestObserveHeldConnectionYieldsEveryTerm(t *testing.T) {
 	want = append(want, heldBy("end", end, ""))
 	p.Restore()
 	assert.Equal(t, want, observedUntil(t, states, "end"))
+}
+
+// A holder whose lease runs out, with nobody renewing or reading the key,
+// is observed to go: the lease's end is reaped (by the Backend told of
+// its expiry, or at the observer's timer), and the reap is a change like
+// any other. The waiter of another lease queued behind is observed next.
+func TestObserveSeesALeaseRunOut(t *testing.T) {
+	ctx := ctxFor(t)
+	ob, _, prefix := newBackend(t)
+	mb, _, _ := newBackendPrefix(t, prefix)
+	short, err := mb.Grant(ctx, redisb.MinTTL)
+	require.NoError(t, err)
+	l := grant(t, mb, time.Minute)
+	states := observe(t, ctx, ob, "runout")
+	require.False(t, next(t, states).Held)
+	h, err := mb.Acquire(ctx, request("runout", short, "H"))
+	require.NoError(t, err)
+	w := startAcquire(t, mb, request("runout", l, "end"))
+	awaitWaiting(t, mb, "runout", 1)
+	wc := w.await(t)
+	assert.Equal(t, []string{heldBy("H", h, ""), heldBy("end", wc, "")}, observedUntil(t, states, "end"))
+}
+
+// With keyspace notifications off, nothing tells any Backend that a
+// lease ran out: the observer's own timer, set to the lease's end, reads
+// the key, which reaps the holder, and its departure is observed.
+func TestObserveSeesALeaseRunOutWithoutNotifications(t *testing.T) {
+	ctx := ctxFor(t)
+	rc := client(t)
+	old, err := rc.ConfigGet(ctx, "notify-keyspace-events").Result()
+	require.NoError(t, err)
+	require.NoError(t, rc.ConfigSet(ctx, "notify-keyspace-events", "").Err())
+	t.Cleanup(func() {
+		// The test's context has ended by now.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c := srv.Client()
+		defer c.Close()
+		require.NoError(t, c.ConfigSet(ctx, "notify-keyspace-events", old["notify-keyspace-events"]).Err())
+	})
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ob, _, prefix := newBackend(t, redisb.WithLogger(quiet))
+	mb, _, _ := newBackendPrefix(t, prefix)
+	short, err := mb.Grant(ctx, redisb.MinTTL)
+	require.NoError(t, err)
+	states := observe(t, ctx, ob, "runout-quiet")
+	require.False(t, next(t, states).Held)
+	h, err := mb.Acquire(ctx, request("runout-quiet", short, "H"))
+	require.NoError(t, err)
+	assert.Equal(t, heldBy("H", h, ""), holders(next(t, states)))
+	assert.False(t, next(t, states).Held, "the holder whose lease ran out is still observed")
 }
