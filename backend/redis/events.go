@@ -187,7 +187,7 @@ func (b *Backend) dispatch(m *goredis.Message) {
 		tok, key, ok := strings.Cut(rest, " ")
 		token, err := strconv.ParseUint(tok, 10, 64)
 		if ok && err == nil && len(what) == 1 {
-			b.reg.event(claimEvent{key: key, token: token}, what[0], false)
+			b.reg.event(claimEvent{key: key, token: token}, what[0])
 		}
 		return
 	}

@@ -96,9 +96,6 @@ const maxSeen = 64
 
 // hear records e, heard while w is disarmed. Guarded by registry.mu.
 func (w *watcher) hear(e claimEvent, what byte) {
-	if what == valueSet && !w.any {
-		return // a value never frees a waiter
-	}
 	if len(w.seen) < maxSeen {
 		w.seen = append(w.seen, heard{e, what})
 	} else {
@@ -252,7 +249,7 @@ func (r *registry) onlyConfirmed(w *watcher) bool {
 // armable reports whether nothing w heard while disarmed concerns what it
 // is about to wait for.
 func (r *registry) armable(w *watcher, want []wanted, leases []backend.LeaseID) bool {
-	if w.stale || (w.any && len(w.seen) > 0) {
+	if w.stale {
 		return false
 	}
 	for _, e := range w.seen {
@@ -270,31 +267,28 @@ func (r *registry) armable(w *watcher, want []wanted, leases []backend.LeaseID) 
 	return true
 }
 
-// Events scripts publish: what happened to a claim.
+// Events scripts publish on a claim's channel: what happened to it.
 const (
 	admitted = 'a'
 	departed = 'd'
-	valueSet = 'v'
 )
 
-// event dispatches what happened to a claim: admitted, departed or
-// valueSet, heard on the key's channel (keyChannel) or the claim's. A
-// waiter wakes for the departure of a claim it waits for, and for its
-// admission only if it said so; an Observe for anything. Each hears only
-// its own kind of channel, so that an event reaching a Backend on both is
-// taken once.
-func (r *registry) event(e claimEvent, what byte, keyChannel bool) {
+// event dispatches what happened to a claim, admitted or departed, heard
+// on the claim's channel. A waiter wakes for the departure of a claim it
+// waits for, and for its admission only if it said so. Observes take the
+// key's channel instead (see observers.go).
+func (r *registry) event(e claimEvent, what byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for w := range r.byKey[e.key] {
-		if w.any != keyChannel {
+		if w.any {
 			continue
 		}
 		admissionToo, waited := w.want[e]
 		switch {
 		case !w.armed:
 			w.hear(e, what)
-		case w.any || (waited && (what == departed || admissionToo)):
+		case waited && (what == departed || admissionToo):
 			w.wakeFor(wokeEvent)
 		}
 	}
