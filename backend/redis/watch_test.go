@@ -20,7 +20,6 @@ func woken(w *watcher) bool {
 
 func ev(key string, token uint64) claimEvent { return claimEvent{key: key, token: token} }
 
-
 func TestEventsWakeOnlyTheWaitersTheyConcern(t *testing.T) {
 	r := newRegistry(layout{tag: "{t}"}, nil)
 	next := r.watch([]string{"k"}, false)
