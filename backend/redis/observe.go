@@ -141,9 +141,9 @@ func (v *view) subscribe(ctx context.Context, w *watcher) error {
 		select {
 		case <-w.wake:
 		case <-ctx.Done():
-			return nil
+			return fmt.Errorf("redis observe: %w", ctx.Err())
 		case <-v.b.done:
-			return nil
+			return v.b.closedErr("observe")
 		}
 	}
 	return nil
