@@ -18,9 +18,11 @@
 //
 // # Tokens
 //
-// Fencing tokens come from one counter per prefix, {prefix}token, changed
-// in the script that adds a claim: each new token is the larger of the
-// last one plus one and the server's clock in microseconds (TIME). Tokens
+// Fencing tokens come from one counter per prefix, {prefix}token, which
+// every script run that changes a key advances once (a new claim's token
+// is its run's number, and the number orders the run's changes for
+// observers): each new value is the larger of the last one plus one and
+// the server's clock in microseconds (TIME). Tokens
 // therefore increase strictly and are never reused while the counter
 // survives, and even a server that lost the counter (a failover to a
 // replica that had not received the last writes, a restart without
@@ -35,9 +37,11 @@
 //
 // A Backend has one Pub/Sub connection. Scripts publish each admission and
 // departure of a claim on the claim's channel, {prefix}e:<token>, and
-// each admission, departure and value change on the key's channel,
-// {prefix}k:<key>. A Backend subscribes only to the channels of the claims
-// its waiters wait for (package backend's WaitFor), so a release reaches
+// every change at a key, with what changed and the order number of the
+// script run, on the key's channel, {prefix}k:<key> (see scripts.go). An
+// Observe follows the key's queue from those messages alone after one
+// read (see observe.go). A Backend subscribes only to the channels of the
+// claims its waiters wait for (package backend's WaitFor), so a release reaches
 // only the Backends it can admit, and to the channels of the keys its
 // Observes watch (see subs.go for how a subscription made after a read is
 // confirmed). A waiter also wakes at the end of those claims' leases (a

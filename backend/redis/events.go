@@ -114,6 +114,13 @@ func (b *Backend) listen(ctx context.Context) {
 				_ = ps.Ping(ctx)
 			}
 		case err != nil:
+			var re goredis.Error
+			if !errors.As(err, &re) {
+				// The connection is lost: what arrives before its
+				// channels are all subscribed again may follow lost
+				// messages.
+				b.reg.gapStarted()
+			}
 			// go-redis reconnects at the next Receive; pause so that a
 			// server that is down is not hammered.
 			select {
@@ -151,6 +158,7 @@ func (b *Backend) replace(ctx context.Context, old *goredis.PubSub) {
 	b.reg.subMu.Lock()
 	defer b.reg.subMu.Unlock()
 	_ = old.Close()
+	b.reg.gapStarted()
 	ps := b.newPubSub(ctx, b.reg.subscribed())
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -165,11 +173,21 @@ func (b *Backend) replace(ctx context.Context, old *goredis.PubSub) {
 // a lease.
 func (b *Backend) dispatch(m *goredis.Message) {
 	if m.Pattern == "" {
+		if key, ok := strings.CutPrefix(m.Channel, b.lay.tag+"k:"); ok {
+			km, err := parseKeyMessage(m.Payload)
+			if err != nil {
+				b.log.Warn("redis: malformed event of a key; its observers read it again", "key", key, "error", err)
+				b.reg.resyncKey(key)
+				return
+			}
+			b.reg.keyMessage(key, km)
+			return
+		}
 		what, rest, _ := strings.Cut(m.Payload, " ")
 		tok, key, ok := strings.Cut(rest, " ")
 		token, err := strconv.ParseUint(tok, 10, 64)
 		if ok && err == nil && len(what) == 1 {
-			b.reg.event(claimEvent{key: key, token: token}, what[0], strings.HasPrefix(m.Channel, b.lay.tag+"k:"))
+			b.reg.event(claimEvent{key: key, token: token}, what[0])
 		}
 		return
 	}

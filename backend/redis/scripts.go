@@ -18,10 +18,22 @@ import goredis "github.com/redis/go-redis/v9"
 //
 // with the owner label in field <id>:o and the value in <id>:v. Its place
 // in the queue is the member <id> of the sorted set {p}q:<key>, scored by
-// token. Its lease indexes it as "<id>\n<key>" in the set {p}lc:<lease>. Each event
-// of a claim, "<a|d|v> <token> <key>" (admitted, departed, value set), goes
-// to the key's channel {p}k:<key>, which its observers hear, and but for a
-// value to the claim's channel {p}e:<token>, which its waiters hear.
+// token. Its lease indexes it as "<id>\n<key>" in the set {p}lc:<lease>.
+//
+// Each admission and departure of a claim, "<a|d> <token> <key>", goes to
+// the claim's channel {p}e:<token>, which its waiters hear. Every change
+// at a key goes to the key's channel {p}k:<key>, which its observers hear:
+// one message per key and script run, published as the run ends,
+//
+//	"<order>\n" then one entry per change, in the order made:
+//	"<kind> <owner len> <value len> <fields>\n<owner><value>"
+//
+// where <order> is the run's number from the token counter (see order),
+// and the kinds are j (a claim joined; fields "<lease pttl> <record>",
+// with its owner and value), r (its record was rewritten: admitted or
+// stamped; fields "<lease pttl> <record>"), v (its value was set; fields
+// "<token>", with the value) and d (it departed; fields "<token>"). That
+// is all an observer needs to follow the queue without reading it.
 
 // lib holds the functions every script shares; each script is lib followed
 // by its body.
@@ -40,10 +52,43 @@ end
 local function unparse(r)
   return table.concat({r.t, r.l, r.n, r.sh, r.a, r.p, r.at, r.st}, ' ')
 end
-local function event(what, token, key)
-  local m = what .. ' ' .. token .. ' ' .. key
-  if what ~= 'v' then redis.call('PUBLISH', tag .. 'e:' .. token, m) end
-  redis.call('PUBLISH', tag .. 'k:' .. key, m)
+-- order returns the number of this run's changes, taken once per run from
+-- the token counter by the rule of tokens (so above every token and order
+-- issued before): observers tell by it the changes a read saw from later
+-- ones.
+local ordern
+local function order()
+  if not ordern then
+    local last = tonumber(redis.call('GET', KEYS[1]) or '0')
+    ordern = fmt(math.max(now_us(), last + 1))
+    redis.call('SET', KEYS[1], ordern)
+  end
+  return ordern
+end
+-- claimev tells a claim's waiters of its admission or departure.
+local function claimev(what, token, key)
+  redis.call('PUBLISH', tag .. 'e:' .. token, what .. ' ' .. token .. ' ' .. key)
+end
+-- keyev records a change at key for its observers; flush publishes them.
+local keyevs, evkeys = {}, {}
+local function keyev(key, kind, fields, owner, value)
+  owner, value = owner or '', value or ''
+  local l = keyevs[key]
+  if not l then
+    l = {}
+    keyevs[key] = l
+    evkeys[#evkeys + 1] = key
+  end
+  l[#l + 1] = kind .. ' ' .. #owner .. ' ' .. #value .. ' ' .. fields .. '\n' .. owner .. value
+end
+local function flush()
+  for _, k in ipairs(evkeys) do
+    redis.call('PUBLISH', tag .. 'k:' .. k, order() .. '\n' .. table.concat(keyevs[k]))
+  end
+  keyevs, evkeys = {}, {}
+end
+local function pttlof(lease)
+  return fmt(redis.call('PTTL', tag .. 'lease:' .. lease))
 end
 -- drop removes claim id at key, whatever its token, and reports its departure.
 local function drop(key, id)
@@ -54,7 +99,8 @@ local function drop(key, id)
   local r = m and parse(m)
   if r then
     redis.call('SREM', tag .. 'lc:' .. r.l, id .. '\n' .. key)
-    event('d', r.t, key)
+    claimev('d', r.t, key)
+    keyev(key, 'd', r.t)
   end
   return r ~= nil
 end
@@ -126,6 +172,12 @@ local function slice(from, n)
 end
 `
 
+// script makes a script of lib and body, which may return anywhere: the
+// changes it recorded for the keys' observers are published once it has.
+func script(body string) *goredis.Script {
+	return goredis.NewScript(lib + "local function body()\n" + body + "\nend\nlocal reply = body()\nflush()\nreturn reply\n")
+}
+
 // enqueueScript adds a claim at every key of a request, with a fresh token.
 //
 // ARGV: tag, id, lease, permits, shared (0|1), mode, permit, owner, value,
@@ -147,7 +199,7 @@ end
 //	{"changed", states...}             mode "cond": a queue is not as expected
 //	{"ok", token, acquired-at, stamp}  added and admitted
 //	{"queued", token, states...}       added behind states (the queues before it)
-var enqueueScript = goredis.NewScript(lib + `
+var enqueueScript = script(`
 local id, lease, n, shared, mode, permit = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local owner, value, wantstamp, placed = ARGV[8], ARGV[9], ARGV[10], ARGV[11]
 local nk = tonumber(ARGV[12])
@@ -168,18 +220,18 @@ for i, k in ipairs(keys) do
     return {'changed', unpack(states)}
   end
 end
-local last = tonumber(redis.call('GET', KEYS[1]) or '0')
-local token = fmt(math.max(now_us(), last + 1))
-redis.call('SET', KEYS[1], token)
+local token = order()
 local adm = mode == 'cond' or empty
 local r = {t = token, l = lease, n = n, sh = shared, a = '0', p = '-1', at = '0', st = '0'}
 if adm or placed == '1' then r.a, r.p, r.at = '1', permit, fmt(math.floor(now_us() / 1000)) end
 local m = unparse(r)
+local pttl = pttlof(lease)
 for _, k in ipairs(keys) do
   redis.call('ZADD', tag .. 'q:' .. k, token, id)
   redis.call('HSET', tag .. 'c:' .. k, id, m, id .. ':o', owner, id .. ':v', value)
   redis.call('SADD', tag .. 'lc:' .. lease, id .. '\n' .. k)
-  if adm then event('a', token, k) end
+  if adm then claimev('a', token, k) end
+  keyev(k, 'j', pttl .. ' ' .. m, owner, value)
 end
 if adm then
   local st = '0'
@@ -194,7 +246,7 @@ return {'queued', token, unpack(states)}
 //
 // ARGV: tag, n keys, keys..., then per key the highest token to list
 // ("+inf" for all). Reply: one state per key (see state in lib).
-var stateScript = goredis.NewScript(lib + `
+var stateScript = script(`
 local nk = tonumber(ARGV[2])
 local keys = slice(3, nk)
 local out = {}
@@ -202,12 +254,23 @@ for i, k in ipairs(keys) do out[i] = state(k, ARGV[2 + nk + i]) end
 return out
 `)
 
+// observeScript reaps and lists the queue of one key, with the order
+// number (see order in lib) of the last change it accounts for: every
+// later change at the key reaches its channel with a larger one.
+//
+// ARGV: tag, key. Reply: {order, state}.
+var observeScript = script(`
+local s = state(ARGV[2], '+inf')
+flush()
+return {redis.call('GET', KEYS[1]) or '0', s}
+`)
+
 // recordsScript returns the records of given claims, each named by a key
 // and a token: what a waiter checks of the claims it waits for.
 //
 // ARGV: tag, n, then n pairs key, token. Reply: per pair the claim's
 // record, or "" if no claim with that token is queued at that key.
-var recordsScript = goredis.NewScript(lib + `
+var recordsScript = script(`
 local out = {}
 for i = 1, tonumber(ARGV[2]) do
   local k, t = ARGV[1 + 2 * i], ARGV[2 + 2 * i]
@@ -222,7 +285,7 @@ return out
 //
 // ARGV: tag, id, token, permit, want stamp (0|1), n keys, keys...
 // Reply: {"gone"} or {"ok", acquired-at, stamp}.
-var admitScript = goredis.NewScript(lib + `
+var admitScript = script(`
 local id, token, permit, wantstamp = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local keys = slice(7, tonumber(ARGV[6]))
 local rs = claimed(keys, id, token)
@@ -231,8 +294,10 @@ local at = fmt(math.floor(now_us() / 1000))
 for i, k in ipairs(keys) do
   local r = rs[i]
   r.a, r.p, r.at = '1', permit, at
-  redis.call('HSET', tag .. 'c:' .. k, id, unparse(r))
-  event('a', token, k)
+  local m = unparse(r)
+  redis.call('HSET', tag .. 'c:' .. k, id, m)
+  claimev('a', token, k)
+  keyev(k, 'r', pttlof(r.l) .. ' ' .. m)
 end
 local st = '0'
 if wantstamp == '1' then st = stampmax(keys) end
@@ -244,14 +309,16 @@ return {'ok', at, st}
 //
 // ARGV: tag, id, token, stamp (hex), n keys, keys... Reply: 1, or 0 if the
 // claim is gone.
-var stampScript = goredis.NewScript(lib + `
+var stampScript = script(`
 local id, token, stamp = ARGV[2], ARGV[3], ARGV[4]
 local keys = slice(6, tonumber(ARGV[5]))
 local rs = claimed(keys, id, token)
 if not rs then return 0 end
 for i, k in ipairs(keys) do
   rs[i].st = stamp
-  redis.call('HSET', tag .. 'c:' .. k, id, unparse(rs[i]))
+  local m = unparse(rs[i])
+  redis.call('HSET', tag .. 'c:' .. k, id, m)
+  keyev(k, 'r', pttlof(rs[i].l) .. ' ' .. m)
   local s = redis.call('GET', tag .. 's:' .. k)
   if not s or s < stamp then redis.call('SET', tag .. 's:' .. k, stamp) end
 end
@@ -263,7 +330,7 @@ return 1
 // named by its acquisition's unique id).
 //
 // ARGV: tag, id, token, n keys, keys... Reply: how many keys it left.
-var releaseScript = goredis.NewScript(lib + `
+var releaseScript = script(`
 local id, token = ARGV[2], ARGV[3]
 local keys = slice(5, tonumber(ARGV[4]))
 local n = 0
@@ -279,13 +346,13 @@ return n
 //
 // ARGV: tag, id, token, value, n keys, keys... Reply: 1, or 0 if the
 // claim is gone.
-var setValueScript = goredis.NewScript(lib + `
+var setValueScript = script(`
 local id, token, value = ARGV[2], ARGV[3], ARGV[4]
 local keys = slice(6, tonumber(ARGV[5]))
 if not claimed(keys, id, token) then return 0 end
 for _, k in ipairs(keys) do
   redis.call('HSET', tag .. 'c:' .. k, id .. ':v', value)
-  event('v', token, k)
+  keyev(k, 'v', token, '', value)
 end
 return 1
 `)
@@ -296,7 +363,7 @@ return 1
 // without persistence) does not hand an id out again: a client still
 // renewing the old lease would renew another client's.
 // ARGV: tag, ttl ms. Reply: its id.
-var grantScript = goredis.NewScript(lib + `
+var grantScript = script(`
 local last = tonumber(redis.call('GET', tag .. 'leases') or '0')
 local id = fmt(math.max(now_us(), last + 1))
 redis.call('SET', tag .. 'leases', id)
@@ -307,7 +374,7 @@ return id
 // keepAliveScript renews a lease for its TTL if it still exists; it never
 // creates one. ARGV: tag, id. Reply: {TTL in ms, or -1 if it has ended;
 // the number of entries in the lease's claim index}.
-var keepAliveScript = goredis.NewScript(lib + `
+var keepAliveScript = script(`
 local k = tag .. 'lease:' .. ARGV[2]
 local ttl = redis.call('GET', k)
 if not ttl then return {-1, 0} end
@@ -316,14 +383,14 @@ return {tonumber(ttl), redis.call('SCARD', tag .. 'lc:' .. ARGV[2])}
 `)
 
 // revokeScript ends a lease and removes its claims. ARGV: tag, id.
-var revokeScript = goredis.NewScript(lib + `
+var revokeScript = script(`
 redis.call('DEL', tag .. 'lease:' .. ARGV[2])
 reap(ARGV[2])
 return 1
 `)
 
 // reapScript removes the claims of a lease if it has ended. ARGV: tag, id.
-var reapScript = goredis.NewScript(lib + `
+var reapScript = script(`
 if redis.call('EXISTS', tag .. 'lease:' .. ARGV[2]) == 1 then return 0 end
 reap(ARGV[2])
 return 1

@@ -28,6 +28,8 @@ type registry struct {
 	claims      map[backend.LeaseID]map[*tracked]struct{}
 	byRef       map[claimRef]*tracked // holders, for Release
 	held        map[backend.LeaseID]*heldOn
+	observers   map[string]map[*observer]struct{}
+	inGap       bool // the subscriber's connection broke and is not restored yet
 }
 
 func newRegistry(lay layout, sub subscriber) *registry {
@@ -42,6 +44,7 @@ func newRegistry(lay layout, sub subscriber) *registry {
 		claims:      map[backend.LeaseID]map[*tracked]struct{}{},
 		byRef:       map[claimRef]*tracked{},
 		held:        map[backend.LeaseID]*heldOn{},
+		observers:   map[string]map[*observer]struct{}{},
 	}
 }
 
@@ -93,9 +96,6 @@ const maxSeen = 64
 
 // hear records e, heard while w is disarmed. Guarded by registry.mu.
 func (w *watcher) hear(e claimEvent, what byte) {
-	if what == valueSet && !w.any {
-		return // a value never frees a waiter
-	}
 	if len(w.seen) < maxSeen {
 		w.seen = append(w.seen, heard{e, what})
 	} else {
@@ -249,7 +249,7 @@ func (r *registry) onlyConfirmed(w *watcher) bool {
 // armable reports whether nothing w heard while disarmed concerns what it
 // is about to wait for.
 func (r *registry) armable(w *watcher, want []wanted, leases []backend.LeaseID) bool {
-	if w.stale || (w.any && len(w.seen) > 0) {
+	if w.stale {
 		return false
 	}
 	for _, e := range w.seen {
@@ -267,31 +267,28 @@ func (r *registry) armable(w *watcher, want []wanted, leases []backend.LeaseID) 
 	return true
 }
 
-// Events scripts publish: what happened to a claim.
+// Events scripts publish on a claim's channel: what happened to it.
 const (
 	admitted = 'a'
 	departed = 'd'
-	valueSet = 'v'
 )
 
-// event dispatches what happened to a claim: admitted, departed or
-// valueSet, heard on the key's channel (keyChannel) or the claim's. A
-// waiter wakes for the departure of a claim it waits for, and for its
-// admission only if it said so; an Observe for anything. Each hears only
-// its own kind of channel, so that an event reaching a Backend on both is
-// taken once.
-func (r *registry) event(e claimEvent, what byte, keyChannel bool) {
+// event dispatches what happened to a claim, admitted or departed, heard
+// on the claim's channel. A waiter wakes for the departure of a claim it
+// waits for, and for its admission only if it said so. Observes take the
+// key's channel instead (see observers.go).
+func (r *registry) event(e claimEvent, what byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for w := range r.byKey[e.key] {
-		if w.any != keyChannel {
+		if w.any {
 			continue
 		}
 		admissionToo, waited := w.want[e]
 		switch {
 		case !w.armed:
 			w.hear(e, what)
-		case w.any || (waited && (what == departed || admissionToo)):
+		case waited && (what == departed || admissionToo):
 			w.wakeFor(wokeEvent)
 		}
 	}
@@ -302,6 +299,7 @@ func (r *registry) event(e claimEvent, what byte, keyChannel bool) {
 func (r *registry) resubscribed() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.gapEnded()
 	for _, m := range r.byKey {
 		for w := range m {
 			w.stale = true
@@ -326,5 +324,5 @@ func (r *registry) leaseEnded(id backend.LeaseID) bool {
 	for w := range r.byLease[id] {
 		w.wakeFor(wokeEvent)
 	}
-	return len(r.byLease[id]) > 0 || len(r.claims[id]) > 0
+	return len(r.byLease[id]) > 0 || len(r.claims[id]) > 0 || r.observedLease(id)
 }

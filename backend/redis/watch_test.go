@@ -20,13 +20,6 @@ func woken(w *watcher) bool {
 
 func ev(key string, token uint64) claimEvent { return claimEvent{key: key, token: token} }
 
-// both delivers e as a Backend that waits for the claim and observes its
-// key hears it: on the claim's channel and on the key's.
-func both(r *registry, e claimEvent, what byte) {
-	r.event(e, what, false)
-	r.event(e, what, true)
-}
-
 func TestEventsWakeOnlyTheWaitersTheyConcern(t *testing.T) {
 	r := newRegistry(layout{tag: "{t}"}, nil)
 	next := r.watch([]string{"k"}, false)
@@ -40,24 +33,17 @@ func TestEventsWakeOnlyTheWaitersTheyConcern(t *testing.T) {
 	assert.True(t, r.arm(obs, nil, nil))
 	assert.True(t, r.arm(other, nil, nil))
 
-	both(r, ev("k", 1), admitted)
+	r.event(ev("k", 1), admitted)
 	assert.False(t, woken(next), "an exclusive waiter woken by the admission of the claim ahead")
 	assert.True(t, woken(counted), "a counted waiter not woken by the admission it waits for")
-	assert.True(t, woken(obs))
+	assert.False(t, woken(obs), "an observer woken by a claim's channel")
 
-	both(r, ev("k", 1), departed)
+	r.event(ev("k", 1), departed)
 	assert.True(t, woken(next))
 	assert.False(t, woken(later), "a waiter further back woken by a departure it does not wait for")
 	assert.False(t, woken(other), "an observer of another key woken")
 
-	r.event(ev("k", 2), valueSet, true)
-	assert.False(t, woken(later), "a waiter woken by a value change")
-	assert.True(t, woken(obs))
-
-	r.event(ev("k", 2), departed, true)
-	assert.False(t, woken(later), "a waiter woken by the key's channel")
-	assert.True(t, woken(obs))
-	r.event(ev("k", 2), departed, false)
+	r.event(ev("k", 2), departed)
 	assert.False(t, woken(obs), "an observer woken by a claim's channel")
 	assert.True(t, woken(later))
 }
@@ -65,17 +51,17 @@ func TestEventsWakeOnlyTheWaitersTheyConcern(t *testing.T) {
 func TestEventsHeardDuringAReadAreNotMissed(t *testing.T) {
 	r := newRegistry(layout{tag: "{t}"}, nil)
 	w := r.watch([]string{"k"}, false)
-	both(r, ev("k", 7), departed) // while the waiter reads
-	both(r, ev("k", 8), admitted)
+	r.event(ev("k", 7), departed) // while the waiter reads
+	r.event(ev("k", 8), admitted)
 	assert.False(t, r.arm(w, []wanted{{ev("k", 7), false, false}}, nil), "the read may have missed a departure it waits for")
 	// arm cleared what it had heard: the next read starts afresh.
 	assert.True(t, r.arm(w, []wanted{{ev("k", 7), false, false}}, nil))
 
 	r.disarm(w)
-	both(r, ev("k", 8), admitted)
+	r.event(ev("k", 8), admitted)
 	assert.True(t, r.arm(w, []wanted{{ev("k", 8), false, false}}, nil), "an admission it does not wait for")
 	r.disarm(w)
-	both(r, ev("k", 8), admitted)
+	r.event(ev("k", 8), admitted)
 	assert.False(t, r.arm(w, []wanted{{ev("k", 8), true, false}}, nil), "an admission it waits for")
 
 	r.disarm(w)
@@ -87,17 +73,9 @@ func TestEventsHeardDuringAReadAreNotMissed(t *testing.T) {
 	r.leaseEnded(4)
 	assert.True(t, woken(w))
 
-	obs := r.watch([]string{"k"}, true)
-	r.disarm(w)
-	r.event(ev("k", 8), valueSet, false)
-	assert.True(t, r.arm(w, nil, nil), "a waiter reads again for a value")
-	r.event(ev("k", 8), valueSet, true) // while the observer reads
-	assert.False(t, r.arm(obs, nil, nil), "an observer's read may have missed a value")
-	r.unwatch(obs)
-
 	r.disarm(w)
 	for i := range maxSeen + 1 {
-		r.event(ev("k", uint64(100+i)), departed, false)
+		r.event(ev("k", uint64(100+i)), departed)
 	}
 	assert.False(t, r.arm(w, nil, nil), "too much heard: read again")
 	r.unwatch(w)
@@ -198,7 +176,7 @@ func TestWaitersSubscribeToTheClaimsTheyWaitForAndReadAgainOnceConfirmed(t *test
 	r.disarm(a)
 	assert.True(t, r.arm(a, []wanted{{ev("k", 1), false, false}}, nil))
 	assert.False(t, r.onlyConfirmed(a), "arm keeps the last wake's reason")
-	r.event(ev("k", 1), departed, false)
+	r.event(ev("k", 1), departed)
 	assert.True(t, woken(a))
 	assert.False(t, r.onlyConfirmed(a), "an event taken for a confirmation")
 
@@ -251,4 +229,39 @@ func TestAConfirmationDuringAReadIsNotTakenForOneBeforeIt(t *testing.T) {
 	assert.True(t, r.arm(c, []wanted{{ev("k", 9), false, false}}, nil))
 	assert.False(t, woken(c), "woken after a read that followed the confirmation")
 	r.unwatch(c)
+}
+
+func TestObserversGetTheirKeysMessagesInOrderAndEachGap(t *testing.T) {
+	r := newRegistry(layout{tag: "{t}"}, nil)
+	o := r.addObserver("k")
+	other := r.addObserver("x")
+	r.keyMessage("k", keyMessage{order: 1})
+	r.keyMessage("k", keyMessage{order: 2})
+	select {
+	case <-o.signal:
+	default:
+		t.Fatal("an observer not signalled")
+	}
+	assert.Equal(t, []inboxItem{{msg: keyMessage{order: 1}}, {msg: keyMessage{order: 2}}}, r.take(o))
+	assert.Empty(t, r.take(other), "another key's observer got the message")
+
+	r.gapStarted()
+	r.keyMessage("k", keyMessage{order: 3}) // may follow lost ones
+	late := r.addObserver("k")              // comes during the gap
+	r.keyMessage("k", keyMessage{order: 4})
+	r.resubscribed()
+	r.keyMessage("k", keyMessage{order: 5})
+	want := []inboxItem{{resync: true}, {msg: keyMessage{order: 5}}}
+	assert.Equal(t, want, r.take(o))
+	assert.Equal(t, want, r.take(late))
+	assert.Equal(t, []inboxItem{{resync: true}}, r.take(other))
+
+	r.setLeases(o, []backend.LeaseID{7})
+	assert.True(t, r.leaseEnded(7), "an observed holder's lease is not reaped at once")
+	assert.False(t, r.leaseEnded(8))
+	r.dropObserver(o)
+	r.dropObserver(late)
+	r.dropObserver(other)
+	assert.False(t, r.leaseEnded(7))
+	assert.Empty(t, r.observers)
 }
