@@ -14,9 +14,9 @@ import (
 // Bounds of the injector's own waits.
 const (
 	revokeTimeout  = 2 * time.Second
-	revokeAttempts = 8
+	revokeAttempts = 32
 	revokeRetry    = 250 * time.Millisecond
-	revokeBudget   = 4 * time.Second // all attempts of one revocation
+	revokeBudget   = 8 * time.Second // all attempts of one revocation: outlasts a server restart
 	// terminateTimeout bounds a pg_terminate_backend or a CLIENT KILL.
 	terminateTimeout = 4 * time.Second
 	// listenerGrace is how long after the server is back, or after its
