@@ -57,7 +57,11 @@ func TestHandoffCostIsConstant(t *testing.T) {
 
 			idle := calls.Load()
 			time.Sleep(200 * time.Millisecond) // a window in which pollers would show
-			assert.Equal(t, idle, calls.Load(), "requests while everyone waits")
+			// A poller would send at least one request per waiter here. One
+			// read may still land in the window: a waiter whose read an
+			// event crossed reads once more, and its second read can come
+			// after the count above was reached.
+			assert.LessOrEqual(t, calls.Load()-idle, int64(1), "requests while everyone waits")
 
 			before := calls.Load()
 			for _, p := range ps {
