@@ -80,7 +80,7 @@ func TestChaosFencingOffIsCaught(t *testing.T) {
 // differ: later lost transfers can bring it back to the opening total.
 func TestChaosTransferFencingOffIsCaught(t *testing.T) {
 	res := run(t, runConfig{
-		name: "transfer-fencing-off", seed: baseSeed(t) + 2, faultFor: 20 * time.Second, quiet: 3 * time.Second,
+		name: "transfer-fencing-off", seed: baseSeed(t) + 2, faultFor: 30 * time.Second, quiet: 3 * time.Second,
 		fencing: false, hold: span{0, time.Second},
 		prof:     profile{kinds: []faultKind{faultFreeze}, ttl: ttl, targeted: true},
 		transfer: group{inProc: 1, children: 2}, accounts: 3,
