@@ -79,7 +79,11 @@ func FuzzClaimRecord(f *testing.F) {
 			t.Fatalf("decodeStamp(%x) = %v, which re-encodes to %v, %v", data, st, again, err)
 		}
 
-		rec := claimRecord{Owner: owner, AcquiredAt: fromUnixNanos(at), Stamp: backend.Timestamp{WallTime: wall, Logical: logical}}
+		var acquired time.Time
+		if at != 0 {
+			acquired = time.Unix(0, at)
+		}
+		rec := claimRecord{Owner: owner, AcquiredAt: acquired, Stamp: backend.Timestamp{WallTime: wall, Logical: logical}}
 		got, err := decodeClaim([]byte(encodeClaim(rec)))
 		if err != nil || !sameRecord(got, rec) {
 			t.Fatalf("decodeClaim(encodeClaim(%+v)) = %+v, %v", rec, got, err)

@@ -20,10 +20,7 @@ var ErrBadRecord = errors.New("etcd: malformed record")
 
 // Record versions. A decoder rejects versions it does not know rather than
 // guessing, so a future format change is detected, not misread.
-const (
-	claimRecordVersion = 1
-	stampRecordVersion = 1
-)
+const recordVersion = 1
 
 // claimRecord is the value stored at a claim key.
 type claimRecord struct {
@@ -48,19 +45,23 @@ func encodeClaim(r claimRecord) string {
 	var sb strings.Builder
 	var v [2 * binary.MaxVarintLen64]byte // the varints, one field at a time
 	sb.Grow(2 + binary.MaxVarintLen64*7 + len(r.Owner) + len(r.Value))
-	sb.WriteByte(claimRecordVersion)
+	uv := func(x int) { sb.Write(binary.AppendUvarint(v[:0], uint64(max(x, 0)))) }
 	var flags byte
 	if r.Shared {
 		flags |= flagShared
 	}
-	sb.WriteByte(flags)
-	sb.Write(binary.AppendUvarint(v[:0], uint64(max(r.Permits, 0))))
-	sb.Write(binary.AppendUvarint(v[:0], uint64(max(r.Permit+1, 0))))
-	sb.Write(binary.AppendUvarint(v[:0], uint64(len(r.Owner))))
+	sb.Write([]byte{recordVersion, flags})
+	uv(r.Permits)
+	uv(r.Permit + 1)
+	uv(len(r.Owner))
 	sb.WriteString(r.Owner)
-	sb.Write(binary.AppendVarint(v[:0], unixNanos(r.AcquiredAt)))
+	at := int64(0)
+	if !r.AcquiredAt.IsZero() {
+		at = r.AcquiredAt.UnixNano()
+	}
+	sb.Write(binary.AppendVarint(v[:0], at))
 	sb.Write(appendStamp(v[:0], r.Stamp))
-	sb.Write(binary.AppendUvarint(v[:0], uint64(len(r.Value))))
+	uv(len(r.Value))
 	sb.Write(r.Value)
 	return sb.String()
 }
@@ -74,7 +75,7 @@ const flagShared = 1 << 0
 func decodeClaim(v []byte) (claimRecord, error) {
 	d := decoder{buf: v}
 	var r claimRecord
-	if ver := d.byte(); d.err == nil && ver != claimRecordVersion {
+	if ver := d.byte(); d.err == nil && ver != recordVersion {
 		return claimRecord{}, fmt.Errorf("%w: claim record version %d", ErrBadRecord, ver)
 	}
 	flags := d.byte()
@@ -105,14 +106,16 @@ func decodeClaim(v []byte) (claimRecord, error) {
 	if err := d.finish(); err != nil {
 		return claimRecord{}, fmt.Errorf("%w: claim record: %v", ErrBadRecord, err)
 	}
-	r.Owner, r.AcquiredAt = string(owner), fromUnixNanos(at)
+	if r.Owner = string(owner); at != 0 {
+		r.AcquiredAt = time.Unix(0, at)
+	}
 	return r, nil
 }
 
 // encodeStamp serialises a stamp record: version byte (1) | stamp.
 func encodeStamp(t backend.Timestamp) string {
 	b := make([]byte, 0, 1+2*binary.MaxVarintLen64)
-	b = append(b, stampRecordVersion)
+	b = append(b, recordVersion)
 	return string(appendStamp(b, t))
 }
 
@@ -120,7 +123,7 @@ func encodeStamp(t backend.Timestamp) string {
 // ErrBadRecord.
 func decodeStamp(v []byte) (backend.Timestamp, error) {
 	d := decoder{buf: v}
-	if ver := d.byte(); d.err == nil && ver != stampRecordVersion {
+	if ver := d.byte(); d.err == nil && ver != recordVersion {
 		return backend.Timestamp{}, fmt.Errorf("%w: stamp record version %d", ErrBadRecord, ver)
 	}
 	st := d.stamp()
@@ -133,20 +136,6 @@ func decodeStamp(v []byte) (backend.Timestamp, error) {
 func appendStamp(b []byte, t backend.Timestamp) []byte {
 	b = binary.AppendVarint(b, t.WallTime)
 	return binary.AppendUvarint(b, uint64(t.Logical))
-}
-
-func unixNanos(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
-func fromUnixNanos(ns int64) time.Time {
-	if ns == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, ns)
 }
 
 // decoder reads fields in order and remembers the first error, so a
@@ -162,56 +151,43 @@ func (d *decoder) fail(format string, args ...any) {
 	}
 }
 
-func (d *decoder) byte() byte {
+// next consumes the next n bytes, or fails with what if bad is set or
+// fewer than n are left.
+func (d *decoder) next(n int, bad bool, what string) []byte {
+	if bad || n > len(d.buf) {
+		d.fail("%s", what)
+	}
 	if d.err != nil {
-		return 0
-	}
-	if len(d.buf) == 0 {
-		d.fail("empty")
-		return 0
-	}
-	c := d.buf[0]
-	d.buf = d.buf[1:]
-	return c
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.buf)
-	if n <= 0 {
-		d.fail("bad uvarint")
-		return 0
-	}
-	d.buf = d.buf[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.buf)
-	if n <= 0 {
-		d.fail("bad varint")
-		return 0
-	}
-	d.buf = d.buf[n:]
-	return v
-}
-
-func (d *decoder) bytes(n uint64) []byte {
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(len(d.buf)) {
-		d.fail("length %d exceeds the %d bytes left", n, len(d.buf))
 		return nil
 	}
 	b := d.buf[:n]
 	d.buf = d.buf[n:]
 	return b
+}
+
+func (d *decoder) byte() byte {
+	if b := d.next(1, false, "empty"); b != nil {
+		return b[0]
+	}
+	return 0
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.buf)
+	d.next(n, n <= 0, "bad uvarint")
+	return v
+}
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.buf)
+	d.next(n, n <= 0, "bad varint")
+	return v
+}
+
+func (d *decoder) bytes(n uint64) []byte {
+	if n > uint64(len(d.buf)) {
+		d.fail("length %d exceeds the %d bytes left", n, len(d.buf))
+	}
+	return d.next(int(min(n, uint64(len(d.buf)))), false, "")
 }
 
 func (d *decoder) stamp() backend.Timestamp {
