@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,29 +44,19 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 	case ctx.Err() != nil:
 		return backend.Claim{}, fmt.Errorf("etcd acquire: %w", backend.ContextError(ctx))
 	}
-	a := &acquisition{b: b, req: req, kind: backend.KindOf(&req)}
-	keys := req.AllKeys()
-	dirs := make([]string, len(keys))
-	for i, k := range keys {
-		dirs[i] = b.layout.dir(k)
+	a := &acquisition{b: b, req: req, kind: backend.KindOf(&req), dirs: make([]string, len(req.AllKeys()))}
+	for i, k := range req.AllKeys() {
+		a.dirs[i] = b.layout.dir(k)
 	}
-	a.e = b.reg.add(dirs, a.kind, req.Lease, req.OnLost)
+	a.e = b.reg.add(a.dirs, a.kind, req.Lease, req.OnLost)
 	a.e.owner = req.Owner
-	a.keys = a.one[:0]
-	for i, dir := range dirs {
-		q := queueKey{dir, a.e.key}
-		if a.e.keys != nil {
-			q.key = a.e.keys[i]
-		}
-		a.keys = append(a.keys, q)
-	}
 	if a.kind.Counted() {
 		a.permit = backend.NoPermit // until it picks one
 	}
 	if len(req.Value) > 0 {
 		a.value = bytes.Clone(req.Value) // the Backend's copy
 	}
-	if req.Stamp != nil && len(keys) == 1 {
+	if req.Stamp != nil && len(a.dirs) == 1 {
 		a.stampKey = b.layout.stamp(req.Key)
 	}
 	c, err := a.run(ctx)
@@ -92,12 +83,11 @@ type acquisition struct {
 	b        *Backend
 	req      backend.AcquireRequest
 	kind     backend.Kind
-	e        *entry
-	keys     []queueKey  // the claim at each of its keys, req.Key's first
-	one      [1]queueKey // keys' array for a single-key claim
-	stampKey string      // "" unless a single-key request stamps (see stamp)
-	value    []byte      // the Backend's copy of req.Value
-	permit   int         // the permit held; backend.NoPermit while a counted claim has none
+	e        *entry   // its etcd keys: e.keys[i] in the queue directory dirs[i]
+	dirs     []string // the queue directory of each of its keys, req.Key's first
+	stampKey string   // "" unless a single-key request stamps (see stamp)
+	value    []byte   // the Backend's copy of req.Value
+	permit   int      // the permit held; backend.NoPermit while a counted claim has none
 
 	mayExist   bool // the claim may exist in etcd: remove it on failure
 	acquiredAt time.Time
@@ -105,15 +95,10 @@ type acquisition struct {
 	stampRev   int64  // its mod revision; 0 if none
 }
 
-// queueKey is one key of a claim: its queue directory and the claim's etcd
-// key in it.
-type queueKey struct{ dir, key string }
-
 func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 	var err error
-	queued := a.req.Wait && a.req.Fair
 	switch {
-	case queued:
+	case a.req.Wait && a.req.Fair:
 		err = a.enqueue(ctx)
 	case a.kind.Counted():
 		err = a.whenFreeCounted(ctx)
@@ -132,7 +117,7 @@ func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 	return backend.Claim{
 		Key:        a.req.Key,
 		Keys:       a.req.Keys,
-		ID:         a.e.key[len(a.keys[0].dir):],
+		ID:         a.e.key[len(a.dirs[0]):],
 		Lease:      a.req.Lease,
 		Token:      uint64(a.e.token),
 		AcquiredAt: a.acquiredAt,
@@ -159,38 +144,36 @@ func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 // A claim found under our name instead is taken over (adopt.go).
 func (a *acquisition) enqueue(ctx context.Context) error {
 	now := time.Now()
-	n := len(a.keys)
+	n := len(a.dirs)
 	notYet := make([]clientv3.Cmp, n)
 	ops := make([]clientv3.Op, 2*n, 2*n+1)
 	rec := a.record(now, backend.Timestamp{})
-	for i, q := range a.keys {
-		notYet[i] = absent(q.key)
-		ops[i] = aheadOf(a.kind, q.dir, 0)
-		ops[n+i] = a.putAt(q.key, rec)
+	for i, dir := range a.dirs {
+		notYet[i] = absent(a.e.keys[i])
+		ops[i] = aheadOf(a.kind, dir, 0)
+		ops[n+i] = a.putAt(a.e.keys[i], rec)
 	}
 	if a.kind.Counted() { // one key
 		a.permit = 0
-		alone := a.putAt(a.keys[0].key, a.record(now, backend.Timestamp{}))
+		alone := a.putAt(a.e.key, a.record(now, backend.Timestamp{}))
 		a.permit = backend.NoPermit
-		queued := ops[1]
-		ops[1] = clientv3.OpTxn([]clientv3.Cmp{freeOf(a.kind, a.keys[0].dir)}, []clientv3.Op{alone}, []clientv3.Op{queued})
+		ops[1] = clientv3.OpTxn([]clientv3.Cmp{freeOf(a.kind, a.dirs[0])}, []clientv3.Op{alone}, []clientv3.Op{ops[1]})
 	}
 	resp, err := a.create(ctx, notYet, a.withStamp(ops...)...)
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
+	case !resp.Succeeded:
+		err = a.adopt(ctx)
+	case a.kind.Counted() && resp.Responses[1].GetResponseTxn().GetSucceeded():
+		a.b.reg.setToken(a.e, resp.Header.Revision)
+		a.permit = 0
+		return a.holds(now, resp)
+	default:
+		a.b.reg.setToken(a.e, resp.Header.Revision)
+		_, err = a.firstAhead(resp)
 	}
-	if resp.Succeeded {
-		a.setToken(resp.Header.Revision)
-		if a.kind.Counted() && resp.Responses[1].GetResponseTxn().GetSucceeded() {
-			a.permit = 0
-			return a.holds(now, resp)
-		}
-		for i := range a.keys {
-			if kvs := rangeKvs(resp, i); len(kvs) > 0 && !agrees(a.kind, string(kvs[0].Key)) {
-				return a.mismatchError()
-			}
-		}
-	} else if err := a.adopt(ctx); err != nil {
+	if err != nil {
 		return err
 	}
 	if a.kind.Counted() {
@@ -198,7 +181,7 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 	}
 	a.holds(now, resp)
 	waited := false
-	for i, q := range a.keys {
+	for i := range a.dirs {
 		pred := "" // a claim taken over looks up what is ahead of it first
 		if resp.Succeeded {
 			kvs := rangeKvs(resp, i)
@@ -208,7 +191,7 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 			pred = string(kvs[0].Key)
 		}
 		waited = true
-		if err := a.waitAt(ctx, q, pred, resp.Header.Revision); err != nil {
+		if err := a.waitAt(ctx, i, pred, resp.Header.Revision); err != nil {
 			return err
 		}
 	}
@@ -218,6 +201,22 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 		return a.confirmAll(ctx)
 	}
 	return nil
+}
+
+// firstAhead checks that the claim just ahead of ours at each key, as the
+// first reads of resp found it (aheadOf, newest first), agrees on the
+// permit count (agrees), and returns the first of them ("" if none).
+func (a *acquisition) firstAhead(resp *clientv3.TxnResponse) (string, error) {
+	first := ""
+	for i := range a.dirs {
+		if kvs := rangeKvs(resp, i); len(kvs) > 0 {
+			if !agrees(a.kind, string(kvs[0].Key)) {
+				return "", a.mismatchError()
+			}
+			first = cmp.Or(first, string(kvs[0].Key))
+		}
+	}
+	return first, nil
 }
 
 // whenFree is the path of requests that take no place in the queue, of
@@ -239,22 +238,22 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 // them, and they follow in a Txn of their own. A claim found under our
 // name is a stray, removed before trying again (adopt.go).
 func (a *acquisition) whenFree(ctx context.Context) error {
-	n := len(a.keys)
+	n := len(a.dirs)
 	for {
 		now := time.Now()
 		rec := a.record(now, backend.Timestamp{})
 		free := make([]clientv3.Cmp, n)
 		puts, reads := make([]clientv3.Op, n), make([]clientv3.Op, 2*n)
-		for i, q := range a.keys {
-			free[i] = freeOf(a.kind, q.dir)
-			puts[i] = a.putAt(q.key, rec)
+		for i, dir := range a.dirs {
+			free[i] = freeOf(a.kind, dir)
+			puts[i] = a.putAt(a.e.keys[i], rec)
 			if a.kind.Shared {
 				// Our own name is outside the range freeOf covers: a
 				// claim under it is found by the put (see overwritten).
-				puts[i] = a.putAt(q.key, rec, clientv3.WithPrevKV())
+				puts[i] = a.putAt(a.e.keys[i], rec, clientv3.WithPrevKV())
 			}
-			reads[i] = aheadOf(a.kind, q.dir, 0)
-			reads[n+i] = clientv3.OpGet(q.key, clientv3.WithKeysOnly())
+			reads[i] = aheadOf(a.kind, dir, 0)
+			reads[n+i] = clientv3.OpGet(a.e.keys[i], clientv3.WithKeysOnly())
 		}
 		inline := txnBytes(free, puts, reads) <= maxTxnBytes
 		els := reads
@@ -274,7 +273,7 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 				}
 				continue
 			}
-			a.setToken(resp.Header.Revision)
+			a.b.reg.setToken(a.e, resp.Header.Revision)
 			return a.holds(now, resp)
 		}
 		if !inline {
@@ -289,18 +288,9 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 			continue
 		}
 		a.mayExist = false
-		blocker := ""
-		for i := range a.keys {
-			kvs := rangeKvs(resp, i)
-			if len(kvs) == 0 {
-				continue
-			}
-			if !agrees(a.kind, string(kvs[0].Key)) {
-				return a.mismatchError()
-			}
-			if blocker == "" {
-				blocker = string(kvs[0].Key)
-			}
+		blocker, err := a.firstAhead(resp)
+		if err != nil {
+			return err
 		}
 		if blocker == "" {
 			// The fence moved; or the blockers went between the Txn and
@@ -349,7 +339,7 @@ func (a *acquisition) record(now time.Time, st backend.Timestamp) string {
 }
 
 // withStamp appends a read of the stamp record when the request stamps; it
-// is always the Txn's last operation (see keepStamp).
+// is always the Txn's last operation (see holds).
 func (a *acquisition) withStamp(ops ...clientv3.Op) []clientv3.Op {
 	if a.stampKey != "" {
 		ops = append(ops, clientv3.OpGet(a.stampKey))
@@ -361,7 +351,9 @@ func (a *acquisition) withStamp(ops ...clientv3.Op) []clientv3.Op {
 // that answered resp, and keeps the stamp record that Txn read, if any.
 func (a *acquisition) holds(now time.Time, resp *clientv3.TxnResponse) error {
 	a.acquiredAt = now
-	a.keepStamp(resp)
+	if kvs := rangeKvs(resp, len(resp.Responses)-1); a.stampKey != "" && len(kvs) > 0 {
+		a.prevStamp, a.stampRev = kvs[0].Value, kvs[0].ModRevision
+	}
 	return nil
 }
 
@@ -402,19 +394,6 @@ func (a *acquisition) create(ctx context.Context, notYet []clientv3.Cmp, ops ...
 		return resp, nil
 	}
 }
-
-// keepStamp remembers the stamp record read by withStamp, if any.
-func (a *acquisition) keepStamp(resp *clientv3.TxnResponse) {
-	if a.stampKey == "" {
-		return
-	}
-	if kvs := rangeKvs(resp, len(resp.Responses)-1); len(kvs) > 0 {
-		a.prevStamp, a.stampRev = kvs[0].Value, kvs[0].ModRevision
-	}
-}
-
-// setToken records the claim's create revision.
-func (a *acquisition) setToken(token int64) { a.b.reg.setToken(a.e, token) }
 
 // rangeKvs returns what the i-th read of resp found.
 func rangeKvs(resp *clientv3.TxnResponse, i int) []*mvccpb.KeyValue {

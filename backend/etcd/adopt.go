@@ -31,12 +31,13 @@ import (
 //     sent again (removeStray).
 
 // adopt takes over the claim an enqueue found under our name, if it is one
-// claim of ours, and checks the permit count against the claims ahead.
+// claim of ours, and then checks the permit count against the claims
+// ahead of it at every key, in one more Txn.
 func (a *acquisition) adopt(ctx context.Context) error {
-	ops := make([]clientv3.Op, len(a.keys))
-	for i, q := range a.keys {
+	ops := make([]clientv3.Op, len(a.dirs))
+	for i, key := range a.e.keys {
 		// Not keys-only: etcd leaves the lease out of keys-only replies.
-		ops[i] = clientv3.OpGet(q.key)
+		ops[i] = clientv3.OpGet(key)
 	}
 	resp, err := a.b.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
@@ -55,28 +56,15 @@ func (a *acquisition) adopt(ctx context.Context) error {
 		}
 		token = kvs[0].CreateRevision
 	}
-	a.setToken(token)
-	return a.agreesAhead(ctx)
-}
-
-// agreesAhead checks that the claim just ahead of ours at each key agrees
-// on the permit count (see agrees), as the enqueue reads it. One Txn reads
-// them all.
-func (a *acquisition) agreesAhead(ctx context.Context) error {
-	ops := make([]clientv3.Op, len(a.keys))
-	for i, q := range a.keys {
-		ops[i] = aheadOf(a.kind, q.dir, a.e.token)
+	a.b.reg.setToken(a.e, token)
+	for i, dir := range a.dirs {
+		ops[i] = aheadOf(a.kind, dir, token)
 	}
-	resp, err := a.b.cli.Txn(ctx).Then(ops...).Commit()
-	if err != nil {
+	if resp, err = a.b.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
 		return rpcError(ctx, "acquire", err)
 	}
-	for i := range ops {
-		if kvs := rangeKvs(resp, i); len(kvs) > 0 && !agrees(a.kind, string(kvs[0].Key)) {
-			return a.mismatchError()
-		}
-	}
-	return nil
+	_, err = a.firstAhead(resp)
+	return err
 }
 
 // strays returns the deletes, each compared on the create revision read,
@@ -97,14 +85,14 @@ func (a *acquisition) strays(resp *clientv3.TxnResponse, i, n int) []clientv3.Op
 // made if a put found a claim under our name (a stray) and so kept that
 // claim's create revision there; nil if none did.
 func (a *acquisition) overwritten(resp *clientv3.TxnResponse) []clientv3.Op {
-	del := make([]clientv3.Op, len(a.keys))
+	del := make([]clientv3.Op, len(a.dirs))
 	found := false
-	for i, q := range a.keys {
+	for i, key := range a.e.keys {
 		rev := resp.Header.Revision
 		if prev := resp.Responses[i].GetResponsePut().GetPrevKv(); prev != nil {
 			rev, found = prev.CreateRevision, true
 		}
-		del[i] = guardedDelete(q.key, rev)
+		del[i] = guardedDelete(key, rev)
 	}
 	if !found {
 		return nil

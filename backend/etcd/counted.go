@@ -47,7 +47,7 @@ import (
 func (a *acquisition) waitCounted(ctx context.Context) error {
 	a.b.reg.waiting(a.e)
 	n := a.kind.Permits
-	older := clientv3.OpGet(a.keys[0].dir, clientv3.WithPrefix(),
+	older := clientv3.OpGet(a.dirs[0], clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
 		clientv3.WithLimit(int64(n+1)), clientv3.WithMaxCreateRev(a.e.token-1))
 	own := []clientv3.Cmp{incarnation(a.e.key, a.e.token)}
@@ -141,27 +141,27 @@ func (a *acquisition) countedNext(kvs []*mvccpb.KeyValue) (permit int, watch []s
 // permit, on condition that no claim was created meanwhile (claims only
 // join at the newest end, so the queue is then a subset of what was read).
 func (a *acquisition) whenFreeCounted(ctx context.Context) error {
-	q := a.keys[0]
+	dir, key := a.dirs[0], a.e.key
 	reads := []clientv3.Op{
-		clientv3.OpGet(q.dir, clientv3.WithPrefix(),
+		clientv3.OpGet(dir, clientv3.WithPrefix(),
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(a.kind.Permits))),
-		clientv3.OpGet(q.key, clientv3.WithKeysOnly()),
+		clientv3.OpGet(key, clientv3.WithKeysOnly()),
 		a.fenceRead(),
 	}
-	free := []clientv3.Cmp{freeOf(a.kind, q.dir)}
+	free := []clientv3.Cmp{freeOf(a.kind, dir)}
 	cond := free
 	a.permit = 0
 	races := 0
 	for {
 		now := time.Now()
 		a.mayExist = true
-		txn, seen := a.creating(a.b.cli.Txn(ctx), cond, a.withStamp(a.putAt(q.key, a.record(now, backend.Timestamp{}))), reads)
+		txn, seen := a.creating(a.b.cli.Txn(ctx), cond, a.withStamp(a.putAt(key, a.record(now, backend.Timestamp{}))), reads)
 		resp, err := txn.Commit()
 		if err != nil {
 			return rpcError(ctx, "acquire", err)
 		}
 		if resp.Succeeded {
-			a.setToken(resp.Header.Revision)
+			a.b.reg.setToken(a.e, resp.Header.Revision)
 			return a.holds(now, resp)
 		}
 		if a.refenced(resp, seen) {
@@ -175,10 +175,10 @@ func (a *acquisition) whenFreeCounted(ctx context.Context) error {
 			continue
 		}
 		a.mayExist = false
-		kvs := rangeKvs(resp, 0)
-		if len(kvs) > 0 && !agrees(a.kind, string(kvs[0].Key)) {
-			return a.mismatchError()
+		if _, err := a.firstAhead(resp); err != nil {
+			return err
 		}
+		kvs := rangeKvs(resp, 0)
 		p, watch, puts, err := a.countedNext(kvs)
 		if err != nil {
 			return err
@@ -193,7 +193,7 @@ func (a *acquisition) whenFreeCounted(ctx context.Context) error {
 			if len(kvs) > 0 {
 				newest = kvs[0].CreateRevision
 			}
-			cond = []clientv3.Cmp{absent(q.key), clientv3.Compare(clientv3.CreateRevision(q.dir), "<", newest+1).WithPrefix()}
+			cond = []clientv3.Cmp{absent(key), clientv3.Compare(clientv3.CreateRevision(dir), "<", newest+1).WithPrefix()}
 			continue
 		}
 		if !a.req.Wait {

@@ -51,9 +51,9 @@ import (
 // admitted at each, and later claims only queue behind it. While etcd
 // cannot be reached it tries again (see retryAfter).
 func (a *acquisition) confirmAll(ctx context.Context) error {
-	cmps := make([]clientv3.Cmp, len(a.keys))
-	for i, q := range a.keys {
-		cmps[i] = incarnation(q.key, a.e.token)
+	cmps := make([]clientv3.Cmp, len(a.dirs))
+	for i, key := range a.e.keys {
+		cmps[i] = incarnation(key, a.e.token)
 	}
 	_, err := a.guarded(ctx, cmps, func() []clientv3.Op { return nil })
 	return err

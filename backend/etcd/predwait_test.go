@@ -18,7 +18,7 @@ func waiter(t *testing.T, tm *testMux) *acquisition {
 	b := &Backend{ctx: ctx, reg: newRegistry(tm.mux, nil)}
 	e := b.reg.addOne("k/", 1, nil)
 	require.Equal(t, "k/1", e.key)
-	return &acquisition{b: b, e: e, req: backend.AcquireRequest{Key: "k"}, keys: []queueKey{{dir: "k/", key: e.key}}}
+	return &acquisition{b: b, e: e, req: backend.AcquireRequest{Key: "k"}, dirs: []string{"k/"}}
 }
 
 // waitAsync runs waitDeleted in the background.

@@ -56,8 +56,9 @@ const (
 // the watch on its own key.
 type entry struct {
 	reg    *registry
-	key    string   // etcd key of the claim (of its first key, for a multi-key claim)
-	keys   []string // a multi-key claim's etcd keys, one per key, key first; else nil
+	key    string    // etcd key of the claim (of its first key, for a multi-key claim)
+	keys   []string  // the claim's etcd keys, one per key it holds, key first
+	one    [1]string // keys' array for a single-key claim
 	lease  backend.LeaseID
 	owner  string // the request's owner label, for SetValue's record
 	onLost backend.LossListener
@@ -112,16 +113,12 @@ next:
 				continue next
 			}
 		}
-		e.key = dirs[0] + name
-		if len(dirs) > 1 {
-			e.keys = make([]string, len(dirs))
-			for i, dir := range dirs {
-				e.keys[i] = dir + name
-			}
+		e.keys = e.one[:0]
+		for _, dir := range dirs {
+			e.keys = append(e.keys, dir+name)
+			r.entries[dir+name] = e
 		}
-		for _, key := range e.allKeys() {
-			r.entries[key] = e
-		}
+		e.key = e.keys[0]
 		return e
 	}
 }
@@ -188,7 +185,7 @@ func (r *registry) mature(e *entry) {
 		e.watch = w
 		// A multi-key claim is lost when it is lost at any key: its other
 		// keys' watches report to the same entry.
-		for _, k := range e.keys[min(1, len(e.keys)):] {
+		for _, k := range e.keys[1:] {
 			m := &keyWatch{key: k, from: e.token + 1, now: true, target: e}
 			if ms, err := r.mux.begin(m); err == nil {
 				e.more = append(e.more, m)
@@ -239,17 +236,9 @@ func (r *registry) forget(e *entry) {
 	r.unregisterLocked(e)
 }
 
-// allKeys returns the claim's etcd keys, one per key it holds.
-func (e *entry) allKeys() []string {
-	if e.keys == nil {
-		return []string{e.key}
-	}
-	return e.keys
-}
-
 // unregisterLocked removes e's keys from the registry. r.mu held.
 func (r *registry) unregisterLocked(e *entry) {
-	for _, k := range e.allKeys() {
+	for _, k := range e.keys {
 		if r.entries[k] == e {
 			delete(r.entries, k)
 		}
@@ -300,7 +289,7 @@ func (e *entry) keyDeleted(rev int64) {
 	}
 	e.state = lost
 	close(e.lost)
-	if e.keys == nil {
+	if len(e.keys) == 1 {
 		r.unregisterLocked(e)
 	}
 	w, more := e.watch, e.more
@@ -308,13 +297,13 @@ func (e *entry) keyDeleted(rev int64) {
 	if was != held {
 		onLost = nil
 	}
-	abandon, token := e.keys != nil && was == held, e.token
+	abandon, token := len(e.keys) > 1 && was == held, e.token
 	r.mu.Unlock()
 	if onLost != nil {
 		onLost.ClaimLost(fmt.Errorf("%w: claim %s no longer exists in etcd (gone at revision %d)",
 			backend.ErrLeaseExpired, e.key, rev))
 	}
-	if more != nil {
+	if len(more) > 0 {
 		// The watches of its other keys (a no-op for the one that fired).
 		r.mux.stopLater(w)
 		for _, m := range more {

@@ -37,7 +37,7 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 	// entry is not forgotten: the name stays taken until the lease ends
 	// (registry.forgetLease).
 	if e := b.reg.held(b.ClaimKey(c), int64(c.Token)); e != nil && b.reg.end(e) {
-		if err := b.deleteClaim(ctx, e.allKeys(), 0); err != nil {
+		if err := b.deleteClaim(ctx, e.keys, 0); err != nil {
 			return rpcError(ctx, "release", err)
 		}
 		b.reg.forget(e)
@@ -133,9 +133,9 @@ func (b *Backend) remove(parent context.Context, e *entry, token int64, bound ti
 	defer cancel()
 	var err error
 	if token == 0 {
-		err = b.fenceDelete(ctx, e.lease, e.allKeys()...)
+		err = b.fenceDelete(ctx, e.lease, e.keys...)
 	} else {
-		err = b.deleteClaim(ctx, e.allKeys(), token)
+		err = b.deleteClaim(ctx, e.keys, token)
 	}
 	if err != nil {
 		return false

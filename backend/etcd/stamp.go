@@ -28,13 +28,13 @@ import (
 // Txn carries those reads in its Else branch unless it would then exceed
 // maxTxnBytes.
 func (a *acquisition) stamp(ctx context.Context) (backend.Timestamp, error) {
-	n := len(a.keys)
+	n := len(a.dirs)
 	stampKeys := make([]string, n)
 	reads := make([]clientv3.Op, 2*n) // every stamp record, then the claim at every key
 	for i, k := range a.req.AllKeys() {
 		stampKeys[i] = a.b.layout.stamp(k)
 		reads[i] = clientv3.OpGet(stampKeys[i])
-		reads[n+i] = clientv3.OpGet(a.keys[i].key, clientv3.WithKeysOnly())
+		reads[n+i] = clientv3.OpGet(a.e.keys[i], clientv3.WithKeysOnly())
 	}
 	recs := make([][]*mvccpb.KeyValue, n) // what was read of each stamp record
 	if a.stampKey != "" {
@@ -71,9 +71,9 @@ func (a *acquisition) stamp(ctx context.Context) (backend.Timestamp, error) {
 	for {
 		cmps := make([]clientv3.Cmp, 0, 2*n)
 		writes := make([]clientv3.Op, 0, 2*n)
-		for i, q := range a.keys {
-			cmps = append(cmps, incarnation(q.key, a.e.token))
-			writes = append(writes, rewrite(q.key, rec))
+		for i, key := range a.e.keys {
+			cmps = append(cmps, incarnation(key, a.e.token))
+			writes = append(writes, rewrite(key, rec))
 			rev, raise, err := higher(recs[i], st)
 			if err != nil {
 				return backend.Timestamp{}, a.stampError(stampKeys[i], err)
@@ -100,7 +100,7 @@ func (a *acquisition) stamp(ctx context.Context) (backend.Timestamp, error) {
 				return backend.Timestamp{}, rpcError(ctx, "acquire (stamp)", err)
 			}
 		}
-		for i := range a.keys {
+		for i := range a.dirs {
 			if own := rangeKvs(resp, n+i); len(own) == 0 || own[0].CreateRevision != a.e.token {
 				return backend.Timestamp{}, a.lostError()
 			}

@@ -13,7 +13,7 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// waitAt waits until the claim is admitted at q, one of its keys, for
+// waitAt waits until the claim is admitted at its i-th key, for
 // every kind but counted (counted.go). pred is the claim ahead that blocks
 // it, as read at revision rev ("" to look it up first): the newest older
 // claim for an exclusive claim, which waits for every claim ahead to go;
@@ -30,10 +30,11 @@ import (
 // blocked: a nested Txn in the Else branch admits it then.
 //
 // While etcd cannot be reached the wait goes on (see send).
-func (a *acquisition) waitAt(ctx context.Context, q queueKey, pred string, rev int64) error {
+func (a *acquisition) waitAt(ctx context.Context, i int, pred string, rev int64) error {
 	a.b.reg.waiting(a.e)
-	own := incarnation(q.key, a.e.token)
-	first := firstOf(a.kind, q.dir, a.e.token)
+	dir, key := a.dirs[i], a.e.keys[i]
+	own := incarnation(key, a.e.token)
+	first := firstOf(a.kind, dir, a.e.token)
 	for {
 		if pred != "" {
 			if err := a.waitDeleted(ctx, pred, rev+1); err != nil {
@@ -43,10 +44,10 @@ func (a *acquisition) waitAt(ctx context.Context, q queueKey, pred string, rev i
 		var now time.Time
 		resp, err := a.send(ctx, func(txn clientv3.Txn) clientv3.Txn {
 			now = time.Now()
-			put := rewrite(q.key, a.record(now, backend.Timestamp{}))
-			els := []clientv3.Op{clientv3.OpGet(q.key, clientv3.WithKeysOnly()), aheadOf(a.kind, q.dir, a.e.token)}
+			put := rewrite(key, a.record(now, backend.Timestamp{}))
+			els := []clientv3.Op{clientv3.OpGet(key, clientv3.WithKeysOnly()), aheadOf(a.kind, dir, a.e.token)}
 			if a.kind.Shared {
-				els = a.withStamp(append(els, clientv3.OpTxn([]clientv3.Cmp{own, freeOf(a.kind, q.dir)}, []clientv3.Op{put}, nil))...)
+				els = a.withStamp(append(els, clientv3.OpTxn([]clientv3.Cmp{own, freeOf(a.kind, dir)}, []clientv3.Op{put}, nil))...)
 			}
 			return txn.If(own, first).Then(a.withStamp(put)...).Else(els...)
 		})
@@ -106,7 +107,7 @@ func (a *acquisition) waitAny(ctx context.Context, keys []string, from int64, pu
 // (watchrange.go).
 func (a *acquisition) waitOlder(ctx context.Context, n int, from int64) error {
 	p := &predWait{done: make(chan struct{})}
-	return a.waitFor(ctx, p, newOlderWatch(a.keys[0].dir, a.e.token, n, from, p))
+	return a.waitFor(ctx, p, newOlderWatch(a.dirs[0], a.e.token, n, from, p))
 }
 
 // waitFor starts ws, watches that report to p, waits for the first of
