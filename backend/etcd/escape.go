@@ -1,7 +1,5 @@
 package etcd
 
-import "strings"
-
 // escapeKey maps a lock key to the form used inside etcd keys. It replaces
 // '/', '%', DEL and every byte below 0x20 with "%XX" (upper-case hex) and
 // keeps every other byte, including non-ASCII UTF-8, unchanged.
@@ -13,29 +11,23 @@ import "strings"
 // injective: '%' is escaped too, so an escape sequence cannot be confused
 // with the bytes it stands for.
 func escapeKey(k string) string {
-	n := 0
-	for i := 0; i < len(k); i++ {
-		if mustEscape(k[i]) {
-			n++
-		}
+	i := 0
+	for i < len(k) && !mustEscape(k[i]) {
+		i++
 	}
-	if n == 0 {
+	if i == len(k) {
 		return k
 	}
 	const upperHex = "0123456789ABCDEF"
-	var b strings.Builder
-	b.Grow(len(k) + 2*n)
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if mustEscape(c) {
-			b.WriteByte('%')
-			b.WriteByte(upperHex[c>>4])
-			b.WriteByte(upperHex[c&0x0f])
-			continue
+	b := []byte(k[:i])
+	for ; i < len(k); i++ {
+		if c := k[i]; mustEscape(c) {
+			b = append(b, '%', upperHex[c>>4], upperHex[c&0x0f])
+		} else {
+			b = append(b, c)
 		}
-		b.WriteByte(c)
 	}
-	return b.String()
+	return string(b)
 }
 
 // mustEscape reports whether escapeKey replaces byte c.

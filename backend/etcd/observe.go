@@ -50,11 +50,16 @@ type observation struct {
 	claims map[string]*mvccpb.KeyValue // the queue directory as of rev, by etcd key
 	last   backend.LockInfo            // the last state yielded
 	yield  func(backend.LockInfo, error) bool
-	sorted []*mvccpb.KeyValue // scratch for state
+	sorted []*mvccpb.KeyValue // scratch for emit
+}
 
-	mu    sync.Mutex
-	inbox []watchNews   // what the watch reported, in order, not yet applied
-	wake  chan struct{} // cap 1: the inbox is not empty
+// inbox is the target of one range watch of an observation: what the
+// watch reported, in order, not yet applied. Each watch has its own, so
+// that what a stopped watch still reports is never taken for the next's.
+type inbox struct {
+	mu   sync.Mutex
+	news []watchNews
+	wake chan struct{} // cap 1: news is not empty
 }
 
 // watchNews is one report of the range watch: events, or its end
@@ -87,12 +92,14 @@ func (b *Backend) Observe(ctx context.Context, key string) iter.Seq2[backend.Loc
 		defer cancel()
 		stop := context.AfterFunc(b.ctx, cancel)
 		defer stop()
-		o := &observation{b: b, key: key, dir: b.layout.dir(key), yield: yield, wake: make(chan struct{}, 1)}
+		o := &observation{b: b, key: key, dir: b.layout.dir(key), yield: yield}
 		err := o.run(octx)
 		switch {
 		case errors.Is(err, errStopped) || ctx.Err() != nil:
 		case b.ctx.Err() != nil:
 			yield(backend.LockInfo{}, closedError("observe"))
+		case b.cli.Ctx().Err() != nil:
+			yield(backend.LockInfo{}, fmt.Errorf("%w: etcd observe %q: the etcd client was closed", backend.ErrUnavailable, key))
 		case err != nil:
 			yield(backend.LockInfo{}, err)
 		}
@@ -107,21 +114,21 @@ func forbidden(err error) bool { return errors.Is(err, rpctypes.ErrPermissionDen
 // errStopped: the consumer stopped the iteration.
 var errStopped = errors.New("etcd observe: stopped")
 
-// run reads and watches until ctx ends (nil), the consumer stops
-// (errStopped) or something fails for good.
+// run reads and watches until ctx ends, the consumer stops (errStopped)
+// or something fails for good.
 func (o *observation) run(ctx context.Context) error {
 	if err := o.resync(ctx, true); err != nil {
-		return o.fatal(ctx, err)
+		return err
 	}
 	var bo backoff
 	for {
-		w := newRangeWatch(o.dir, o.rev+1, o)
+		in := &inbox{wake: make(chan struct{}, 1)}
+		w := newRangeWatch(o.dir, o.rev+1, in)
 		o.b.reg.mux.start(w)
-		progress, news, err := o.follow(ctx)
+		progress, news, err := o.follow(ctx, in)
 		o.b.reg.mux.stop(w)
-		o.clearInbox() // what the stopped watch still reported
 		if err != nil || ctx.Err() != nil {
-			return o.fatal(ctx, err)
+			return err
 		}
 		if progress {
 			bo.reset()
@@ -131,31 +138,14 @@ func (o *observation) run(ctx context.Context) error {
 			err = o.resync(ctx, false)
 		case o.b.cli.Ctx().Err() != nil, forbidden(news.err):
 			err = news.err
-		default:
+		case !bo.wait(ctx):
 			// etcd refused the watch: try again from o.rev+1 after a pause.
-			if !bo.wait(ctx) {
-				return nil
-			}
+			return nil
 		}
 		if err != nil {
-			return o.fatal(ctx, err)
+			return err
 		}
 	}
-}
-
-// fatal returns what run returns for err: nil once ctx has ended,
-// errStopped or a bad record as they are, and for a closed etcd client an
-// error wrapping ErrUnavailable.
-func (o *observation) fatal(ctx context.Context, err error) error {
-	switch {
-	case errors.Is(err, errStopped):
-		return err
-	case ctx.Err() != nil:
-		return nil
-	case o.b.cli.Ctx().Err() != nil:
-		return fmt.Errorf("%w: etcd observe %q: the etcd client was closed", backend.ErrUnavailable, o.key)
-	}
-	return err
 }
 
 // resync replaces the copy of the queue with one read of it, retried with
@@ -181,98 +171,80 @@ func (o *observation) resync(ctx context.Context, first bool) error {
 	}
 }
 
-// follow applies what the watch reports until it ends: ctx ends, the
+// follow applies what the watch reports to in until it ends: ctx ends, the
 // consumer stops or a record is bad (err), or the watch ends by itself
 // (news, compacted or failed). It reports whether any revision was
-// applied.
-func (o *observation) follow(ctx context.Context) (progress bool, news watchNews, err error) {
+// applied. Each revision's events are applied whole, yielding the state
+// after each revision whose holders differ from the last one yielded.
+func (o *observation) follow(ctx context.Context, in *inbox) (progress bool, news watchNews, err error) {
 	for {
 		select {
 		case <-ctx.Done():
 			return progress, watchNews{}, nil
-		case <-o.wake:
+		case <-in.wake:
 		}
-		o.mu.Lock()
-		inbox := o.inbox
-		o.inbox = nil
-		o.mu.Unlock()
-		for _, n := range inbox {
+		in.mu.Lock()
+		all := in.news
+		in.news = nil
+		in.mu.Unlock()
+		for _, n := range all {
 			if n.compacted || n.err != nil {
 				return progress, n, nil
 			}
-			applied, err := o.apply(n.evs)
-			progress = progress || applied
-			if err != nil {
-				return progress, watchNews{}, err
+			for i, ev := range n.evs {
+				rev := ev.Kv.ModRevision
+				if rev <= o.rev {
+					continue // the mux sends none; never apply twice
+				}
+				switch ev.Type {
+				case mvccpb.PUT:
+					o.claims[string(ev.Kv.Key)] = ev.Kv
+				case mvccpb.DELETE:
+					delete(o.claims, string(ev.Kv.Key))
+				}
+				// One revision's events are one change: state only after
+				// the last of them.
+				if i+1 < len(n.evs) && n.evs[i+1].Kv.ModRevision == rev {
+					continue
+				}
+				o.rev, progress = rev, true
+				if err := o.emit(false); err != nil {
+					return progress, watchNews{}, err
+				}
 			}
 		}
 	}
-}
-
-// apply applies the events of whole revisions to the copy, yielding the
-// state after each revision whose holders differ from the last one
-// yielded. It reports whether any revision was applied.
-func (o *observation) apply(evs []*mvccpb.Event) (bool, error) {
-	applied := false
-	for i, ev := range evs {
-		rev := ev.Kv.ModRevision
-		if rev <= o.rev {
-			continue // the mux sends none; never apply twice
-		}
-		switch ev.Type {
-		case mvccpb.PUT:
-			o.claims[string(ev.Kv.Key)] = ev.Kv
-		case mvccpb.DELETE:
-			delete(o.claims, string(ev.Kv.Key))
-		}
-		// One revision's events are one change: state only after the
-		// last of them.
-		if i+1 < len(evs) && evs[i+1].Kv.ModRevision == rev {
-			continue
-		}
-		o.rev = rev
-		applied = true
-		if err := o.emit(false); err != nil {
-			return applied, err
-		}
-	}
-	return applied, nil
 }
 
 // post queues news of the watch for the Observe goroutine. It never
 // blocks: it is called by the mux's receive goroutine.
-func (o *observation) post(n watchNews) {
-	o.mu.Lock()
-	o.inbox = append(o.inbox, n)
-	o.mu.Unlock()
+func (in *inbox) post(n watchNews) {
+	in.mu.Lock()
+	in.news = append(in.news, n)
+	in.mu.Unlock()
 	select {
-	case o.wake <- struct{}{}:
+	case in.wake <- struct{}{}:
 	default: // a wake is pending
 	}
 }
 
-// clearInbox drops what a stopped watch reported after the Observe
-// goroutine last looked: the next watch starts after o.rev and reports it
-// again, and a late report must not be taken for the next watch's.
-func (o *observation) clearInbox() {
-	o.mu.Lock()
-	o.inbox = nil
-	o.mu.Unlock()
-	select {
-	case <-o.wake:
-	default:
-	}
-}
-
 // events, compacted and watchFailed implement rangeTarget.
-func (o *observation) events(evs []*mvccpb.Event) { o.post(watchNews{evs: evs}) }
-func (o *observation) compacted()                 { o.post(watchNews{compacted: true}) }
-func (o *observation) watchFailed(err error)      { o.post(watchNews{err: err}) }
+func (in *inbox) events(evs []*mvccpb.Event) { in.post(watchNews{evs: evs}) }
+func (in *inbox) compacted()                 { in.post(watchNews{compacted: true}) }
+func (in *inbox) watchFailed(err error)      { in.post(watchNews{err: err}) }
 
-// emit yields the state of the copy if always is set or its holders
-// differ from the last state yielded.
+// emit yields the state of the copy, holders only (queueState, Inspect's
+// rule), if always is set or its holders differ from the last state
+// yielded.
 func (o *observation) emit(always bool) error {
-	info, err := o.state()
+	o.sorted = o.sorted[:0]
+	for _, kv := range o.claims {
+		o.sorted = append(o.sorted, kv)
+	}
+	slices.SortFunc(o.sorted, func(a, b *mvccpb.KeyValue) int {
+		return cmp.Compare(a.CreateRevision, b.CreateRevision)
+	})
+	info, err := queueState("observe", o.key, o.sorted, false)
 	if err != nil {
 		return err
 	}
@@ -284,16 +256,4 @@ func (o *observation) emit(always bool) error {
 		return errStopped
 	}
 	return nil
-}
-
-// state computes the LockInfo of the copy, holders only.
-func (o *observation) state() (backend.LockInfo, error) {
-	o.sorted = o.sorted[:0]
-	for _, kv := range o.claims {
-		o.sorted = append(o.sorted, kv)
-	}
-	slices.SortFunc(o.sorted, func(a, b *mvccpb.KeyValue) int {
-		return cmp.Compare(a.CreateRevision, b.CreateRevision)
-	})
-	return queueState("observe", o.key, o.sorted, false)
 }
