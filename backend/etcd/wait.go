@@ -122,19 +122,13 @@ func (a *acquisition) waitFor(ctx context.Context, p *predWait, ws ...*keyWatch)
 			m.stop(w) // after a delete it is a no-op
 		}
 	}()
-	select {
-	case <-p.done:
-		if p.err != nil {
-			return fmt.Errorf("etcd acquire: %w", p.err)
-		}
-		return nil
-	case <-a.e.lost:
-		return a.lostError()
-	case <-ctx.Done():
+	err := pause(ctx, a, p.done, func() error {
 		return fmt.Errorf("etcd acquire: waiting: %w", backend.ContextError(ctx))
-	case <-a.b.ctx.Done():
-		return closedError("acquire")
+	})
+	if err == nil && p.err != nil {
+		return fmt.Errorf("etcd acquire: %w", p.err)
 	}
+	return err
 }
 
 // predWait is the target of the watches a waiter keeps on the claims it
@@ -160,8 +154,12 @@ func (a *acquisition) guarded(ctx context.Context, own []clientv3.Cmp, ops func(
 }
 
 // send sends the Txn that build makes (called anew for each try) and
-// returns etcd's answer. While etcd is merely out of reach it tries again
-// (see retryAfter), with backoff.
+// returns etcd's answer. While etcd is merely out of reach (codes.Unavailable:
+// a member down, no leader, a connection lost mid-call) the claim keeps its
+// place as long as its lease lives, so send tries again, with backoff. It
+// gives up when the error is of another kind, or when ctx ends, the claim
+// is lost or the Backend closes first. The client ends ctx itself once it
+// stops trusting the lease.
 func (a *acquisition) send(ctx context.Context, build func(clientv3.Txn) clientv3.Txn) (*clientv3.TxnResponse, error) {
 	var bo backoff
 	for {
@@ -169,32 +167,28 @@ func (a *acquisition) send(ctx context.Context, build func(clientv3.Txn) clientv
 		if err == nil {
 			return resp, nil
 		}
-		if err := a.retryAfter(ctx, err, bo.next()); err != nil {
-			return nil, err
+		if ctx.Err() != nil || status.Code(err) != codes.Unavailable {
+			return nil, rpcError(ctx, "acquire", err)
+		}
+		t := time.NewTimer(bo.next())
+		perr := pause(ctx, a, t.C, func() error { return rpcError(ctx, "acquire", err) })
+		t.Stop()
+		if perr != nil {
+			return nil, perr
 		}
 	}
 }
 
-// retryAfter decides what a waiting acquisition does after a request of
-// its failed with err. While etcd is merely out of reach (codes.Unavailable:
-// a member down, no leader, a connection lost mid-call) the claim keeps its
-// place as long as its lease lives, so retryAfter waits d and returns nil:
-// try again. It returns the error to give up with when err is of another
-// kind, or when ctx ends, the claim is lost or the Backend closes first.
-// The client ends ctx itself once it stops trusting the lease.
-func (a *acquisition) retryAfter(ctx context.Context, err error, d time.Duration) error {
-	if ctx.Err() != nil || status.Code(err) != codes.Unavailable {
-		return rpcError(ctx, "acquire", err)
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
+// pause waits for ch, or returns the error to give up with if the claim is
+// lost, ctx ends (the error ended returns) or the Backend closes first.
+func pause[T any](ctx context.Context, a *acquisition, ch <-chan T, ended func() error) error {
 	select {
-	case <-t.C:
+	case <-ch:
 		return nil
 	case <-a.e.lost:
 		return a.lostError()
 	case <-ctx.Done():
-		return rpcError(ctx, "acquire", err)
+		return ended()
 	case <-a.b.ctx.Done():
 		return closedError("acquire")
 	}

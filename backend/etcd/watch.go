@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 )
@@ -202,7 +201,7 @@ func newMuxWith(ctx context.Context, open func(context.Context) (watchStream, er
 func (m *mux) start(w *keyWatch) {
 	s, err := m.begin(w)
 	if err != nil {
-		w.failTarget(err)
+		w.noticeOf(0, err)()
 		return
 	}
 	if s != nil {
@@ -351,43 +350,33 @@ func (m *mux) kickFlush() {
 }
 
 // notice is a call to a watch's target, collected under mux.mu and made
-// after it is released: watchFailed(err) if err is set; else, for a range
-// watch, compacted() if compacted is set, else events(evs); else
-// keyDeleted(rev).
-type notice struct {
-	w         *keyWatch
-	rev       int64
-	err       error
-	evs       []*mvccpb.Event
-	compacted bool
-}
+// after it is released.
+type notice func()
 
 func deliver(ns []notice) {
 	for _, n := range ns {
-		r := n.w.ranged
-		switch {
-		case n.err != nil && r != nil:
-			r.watchFailed(n.err)
-		case n.err != nil:
-			n.w.target.watchFailed(n.err)
-		case r != nil && n.compacted:
-			r.compacted()
-		case r != nil:
-			r.events(n.evs)
-		default:
-			n.w.target.keyDeleted(n.rev)
-		}
+		n()
 	}
 }
 
-// failTarget tells w's target that it failed; for start, which calls it
-// directly.
-func (w *keyWatch) failTarget(err error) {
-	deliver([]notice{{w: w, err: err}})
+// noticeOf returns the call that tells w's target that its watch failed
+// (err set), or else, for a range watch, that it was compacted, and for
+// any other that its key is gone at rev.
+func (w *keyWatch) noticeOf(rev int64, err error) notice {
+	switch {
+	case err != nil && w.ranged != nil:
+		return func() { w.ranged.watchFailed(err) }
+	case err != nil:
+		return func() { w.target.watchFailed(err) }
+	case w.ranged != nil:
+		return w.ranged.compacted
+	}
+	return func() { w.target.keyDeleted(rev) }
 }
 
-// finishLocked ends a live or checking watch whose key is gone (err nil)
-// or that failed, and returns the notice for its target. If it is created
+// finishLocked ends a live or checking watch whose key is gone (err nil),
+// that was compacted (a range watch) or that failed, and returns the
+// notice for its target (see noticeOf). If it is created
 // on a stream, its cancel is queued there; the caller kicks a flush.
 func (m *mux) finishLocked(w *keyWatch, rev int64, err error) notice {
 	if w.s != nil {
@@ -395,5 +384,5 @@ func (m *mux) finishLocked(w *keyWatch, rev int64, err error) notice {
 	}
 	w.state = watchDone
 	delete(m.live, w)
-	return notice{w: w, rev: rev, err: err}
+	return w.noticeOf(rev, err)
 }

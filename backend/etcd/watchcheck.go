@@ -157,9 +157,8 @@ func (m *mux) checkBatch(batch []check) error {
 		if !c.wanted() {
 			continue
 		}
-		n, gone := m.settleLocked(c.w, rangeKvs(resp, i), revs(i))
-		switch {
-		case gone:
+		switch n := m.settleLocked(c.w, rangeKvs(resp, i), revs(i)); {
+		case n != nil:
 			ns = append(ns, n)
 			kick = true // its cancel
 		case c.at == 0:
@@ -190,20 +189,18 @@ func (w *keyWatch) checkOp(opts ...clientv3.OpOption) clientv3.Op {
 // settleLocked applies a read of w's key at revision rev (its checkOp):
 // it finishes w if its incarnation is gone, or for a watch of older
 // claims if fewer than need are left, and otherwise moves its resume
-// revision past rev. Called with m.mu held.
-func (m *mux) settleLocked(w *keyWatch, kvs []*mvccpb.KeyValue, rev int64) (notice, bool) {
+// revision past rev; it returns the notice of a finished watch, else nil.
+// Called with m.mu held.
+func (m *mux) settleLocked(w *keyWatch, kvs []*mvccpb.KeyValue, rev int64) notice {
+	gone := len(kvs) == 0 || kvs[0].CreateRevision >= w.from || (w.puts && kvs[0].ModRevision >= w.from)
 	if w.older != 0 {
-		if len(kvs) < w.need {
-			return m.finishLocked(w, rev, nil), true
-		}
-		w.from = max(w.from, rev+1)
-		return notice{}, false
+		gone = len(kvs) < w.need
 	}
-	if len(kvs) == 0 || kvs[0].CreateRevision >= w.from || (w.puts && kvs[0].ModRevision >= w.from) {
-		return m.finishLocked(w, rev, nil), true
+	if gone {
+		return m.finishLocked(w, rev, nil)
 	}
 	w.from = max(w.from, rev+1)
-	return notice{}, false
+	return nil
 }
 
 // read runs one Txn of reads, bounded by cleanupTimeout.

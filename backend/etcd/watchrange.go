@@ -66,7 +66,7 @@ func (m *mux) rangeEventsLocked(w *keyWatch, evs []*mvccpb.Event) []notice {
 		return nil
 	}
 	w.from = evs[len(evs)-1].Kv.ModRevision + 1
-	return []notice{{w: w, evs: evs}}
+	return []notice{func() { w.ranged.events(evs) }}
 }
 
 // Watches of older claims: the first delete of one of a counted claim's

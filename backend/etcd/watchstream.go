@@ -21,20 +21,16 @@ func (m *mux) run() {
 		if s := m.openStream(); s != nil {
 			m.serve(s)
 			m.mu.Lock()
-			heard := s.heard
-			m.mu.Unlock()
-			if heard {
+			if s.heard {
 				bo.reset()
 			}
+			m.mu.Unlock()
 		}
-		if m.ctx.Err() != nil {
-			return
-		}
-		if m.gone() {
+		if m.ctx.Err() == nil && m.gone() {
 			m.stopForGood(fmt.Errorf("%w: etcd watch: the etcd client was closed", backend.ErrUnavailable))
 			return
 		}
-		if !bo.wait(m.ctx) {
+		if m.ctx.Err() != nil || !bo.wait(m.ctx) {
 			return
 		}
 	}
@@ -193,9 +189,7 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 		}
 		if w.ranged != nil {
 			// Its target resynchronises with a read (watchrange.go).
-			n := m.finishLocked(w, 0, nil)
-			n.compacted = true
-			return []notice{n}, true, false
+			return []notice{m.finishLocked(w, 0, nil)}, true, false
 		}
 		m.cancelLocked(w) // lets etcd forget the ID as well
 		w.state = watchChecking
