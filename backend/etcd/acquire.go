@@ -63,19 +63,18 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 	if err == nil && !b.reg.promote(a.e) {
 		err = a.lostError()
 	}
-	if err != nil {
-		b.reg.end(a.e)
-		if !a.mayExist {
-			b.reg.forget(a.e) // nothing was created under the name
-			return backend.Claim{}, err
-		}
+	if err == nil {
+		return c, nil
+	}
+	b.reg.end(a.e)
+	if !a.mayExist {
+		b.reg.forget(a.e) // nothing was created under the name
+	} else {
 		// Clean up before returning unless that could keep the caller
 		// long past its deadline: etcd just failed to answer in time.
-		now := ctx.Err() == nil || !errors.Is(err, backend.ErrUnavailable)
-		b.discard(ctx, a.e, a.e.token, now)
-		return backend.Claim{}, err
+		b.discard(ctx, a.e, a.e.token, ctx.Err() == nil || !errors.Is(err, backend.ErrUnavailable))
 	}
-	return c, nil
+	return backend.Claim{}, err
 }
 
 // acquisition is the state of one Acquire call.
@@ -91,28 +90,20 @@ type acquisition struct {
 
 	mayExist   bool // the claim may exist in etcd: remove it on failure
 	acquiredAt time.Time
-	prevStamp  []byte // stamp record read when the claim became holder; nil if none
-	stampRev   int64  // its mod revision; 0 if none
+	prevStamp  []*mvccpb.KeyValue // the read of the stamp record when the claim became holder
 }
 
 func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
-	var err error
-	switch {
-	case a.req.Wait && a.req.Fair:
-		err = a.enqueue(ctx)
-	case a.kind.Counted():
-		err = a.whenFreeCounted(ctx)
-	default:
-		err = a.whenFree(ctx)
+	enter := a.whenFree // a request that does not queue
+	if a.req.Wait && a.req.Fair {
+		enter = a.enqueue
+	}
+	st, err := backend.Timestamp{}, enter(ctx)
+	if err == nil && a.req.Stamp != nil {
+		st, err = a.stamp(ctx)
 	}
 	if err != nil {
 		return backend.Claim{}, err
-	}
-	var st backend.Timestamp
-	if a.req.Stamp != nil {
-		if st, err = a.stamp(ctx); err != nil {
-			return backend.Claim{}, err
-		}
 	}
 	return backend.Claim{
 		Key:        a.req.Key,
@@ -219,11 +210,11 @@ func (a *acquisition) firstAhead(resp *clientv3.TxnResponse) (string, error) {
 	return first, nil
 }
 
-// whenFree is the path of requests that take no place in the queue, of
-// every kind but counted: one Txn creates the claim at every key only if
-// a claim made now would hold every key at once (freeOf). With Wait false
-// that is the whole story; with Fair false, Acquire otherwise waits for
-// the first claim that blocks it to go and tries again.
+// whenFree is the path of requests that take no place in the queue: one
+// Txn creates the claim at every key only if a claim made now would hold
+// every key at once (freeOf). With Wait false that is the whole story;
+// with Fair false, Acquire otherwise waits for what blocks it to go and
+// tries again.
 //
 // A non-queued request can only win when no fair request blocks it, so
 // queued requests always go first and both kinds exclude each other (the
@@ -233,27 +224,49 @@ func (a *acquisition) firstAhead(resp *clientv3.TxnResponse) (string, error) {
 // races (the losers go back to waiting).
 //
 // When its compares fail the Txn reads what blocks it and its own name at
-// every key, in its Else branch unless the Txn would then exceed
-// maxTxnBytes (long keys and a large value): it is then sent without
-// them, and they follow in a Txn of their own. A claim found under our
-// name is a stray, removed before trying again (adopt.go).
+// every key (and for a single key the lease's fence), in its Else branch
+// unless the Txn would then exceed maxTxnBytes (long keys and a large
+// value): it is then sent without them, and they follow in a Txn of their
+// own. A claim found under our name is a stray, removed before trying
+// again (adopt.go).
+//
+// A counted claim (one key) made now would hold if fewer than n claims
+// are queued and all of them have recorded their permits. The first Txn
+// creates it with permit 0 if the queue is empty, else reads up to n
+// claims, newest first; if they leave room, the next Txn creates it with
+// the lowest free permit (countedNext), on condition that no claim was
+// created meanwhile (claims only join at the newest end, so the queue is
+// then a subset of what was read).
 func (a *acquisition) whenFree(ctx context.Context) error {
 	n := len(a.dirs)
+	var picked []clientv3.Cmp // a counted claim's compares once it picked a permit; nil: the queues free
+	races := 0
+	a.permit = 0 // a claim made here holds at once: a counted one with a permit
 	for {
 		now := time.Now()
 		rec := a.record(now, backend.Timestamp{})
-		free := make([]clientv3.Cmp, n)
-		puts, reads := make([]clientv3.Op, n), make([]clientv3.Op, 2*n)
+		free := picked
+		puts, reads := make([]clientv3.Op, n), make([]clientv3.Op, 2*n, 2*n+1)
 		for i, dir := range a.dirs {
-			free[i] = freeOf(a.kind, dir)
+			if picked == nil {
+				free = append(free, freeOf(a.kind, dir))
+			}
 			puts[i] = a.putAt(a.e.keys[i], rec)
-			if a.kind.Shared {
+			reads[i] = aheadOf(a.kind, dir, 0)
+			switch {
+			case a.kind.Shared:
 				// Our own name is outside the range freeOf covers: a
 				// claim under it is found by the put (see overwritten).
 				puts[i] = a.putAt(a.e.keys[i], rec, clientv3.WithPrevKV())
+			case a.kind.Counted():
+				// The claims that may hold, with their records (permits).
+				reads[i] = clientv3.OpGet(dir, clientv3.WithPrefix(), clientv3.WithLimit(int64(a.kind.Permits)),
+					clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend))
 			}
-			reads[i] = aheadOf(a.kind, dir, 0)
 			reads[n+i] = clientv3.OpGet(a.e.keys[i], clientv3.WithKeysOnly())
+		}
+		if n == 1 {
+			reads = append(reads, a.fenceRead())
 		}
 		inline := txnBytes(free, puts, reads) <= maxTxnBytes
 		els := reads
@@ -285,6 +298,7 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 			if err := a.removeStray(ctx, del); err != nil {
 				return err
 			}
+			picked, a.permit = nil, 0
 			continue
 		}
 		a.mayExist = false
@@ -292,14 +306,39 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if blocker == "" {
-			// The fence moved; or the blockers went between the Txn and
-			// the reads, which an inline read rules out.
-			fr, err := a.b.cli.Txn(ctx).Then(a.fenceRead()).Commit()
+		var wait []string // what to wait for
+		p, rewrites := 0, false
+		switch {
+		case a.kind.Counted():
+			if p, wait, rewrites, err = a.countedNext(rangeKvs(resp, 0)); err != nil {
+				return err
+			}
+		case blocker != "":
+			wait = []string{blocker}
+		}
+		if wait == nil {
+			// Nothing blocks: the fence moved, a counted claim has room
+			// (permit p), or the blockers went between the Txn and the
+			// reads, which an inline read rules out.
+			fr := resp
+			if n > 1 {
+				if fr, err = a.b.cli.Txn(ctx).Then(a.fenceRead()).Commit(); err != nil {
+					return rpcError(ctx, "acquire", err)
+				}
+			}
 			switch {
-			case err != nil:
-				return rpcError(ctx, "acquire", err)
 			case a.refenced(fr, seen):
+				continue
+			case a.kind.Counted():
+				if races++; races > 3 && !a.req.Wait {
+					return a.lockedError() // the queue keeps changing under us
+				}
+				newest := int64(0)
+				if kvs := rangeKvs(resp, 0); len(kvs) > 0 {
+					newest = kvs[0].CreateRevision
+				}
+				a.permit = p
+				picked = []clientv3.Cmp{absent(a.e.key), clientv3.Compare(clientv3.CreateRevision(a.dirs[0]), "<", newest+1).WithPrefix()}
 				continue
 			case inline:
 				return a.inconsistent() // the compares saw a claim that the reads did not
@@ -308,12 +347,13 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 		switch {
 		case !a.req.Wait:
 			return a.lockedError()
-		case blocker == "":
+		case wait == nil:
 			continue
 		}
-		if err := a.waitDeleted(ctx, blocker, resp.Header.Revision+1); err != nil {
+		if err := a.waitAny(ctx, wait, resp.Header.Revision+1, rewrites); err != nil {
 			return err
 		}
+		picked, a.permit = nil, 0
 	}
 }
 
@@ -351,8 +391,8 @@ func (a *acquisition) withStamp(ops ...clientv3.Op) []clientv3.Op {
 // that answered resp, and keeps the stamp record that Txn read, if any.
 func (a *acquisition) holds(now time.Time, resp *clientv3.TxnResponse) error {
 	a.acquiredAt = now
-	if kvs := rangeKvs(resp, len(resp.Responses)-1); a.stampKey != "" && len(kvs) > 0 {
-		a.prevStamp, a.stampRev = kvs[0].Value, kvs[0].ModRevision
+	if a.stampKey != "" {
+		a.prevStamp = rangeKvs(resp, len(resp.Responses)-1)
 	}
 	return nil
 }

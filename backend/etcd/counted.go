@@ -62,7 +62,20 @@ func (a *acquisition) waitCounted(ctx context.Context) error {
 		case err != nil:
 			return err
 		case watch == nil:
-			return a.recordPermit(ctx, p)
+			// Record permit p, which makes the claim a holder. Written
+			// twice (send tries again), it is harmless: no other claim
+			// can pick p meanwhile, since the newer ones wait for this
+			// record and the older ones have theirs.
+			a.permit = p
+			var now time.Time
+			resp, err := a.guarded(ctx, own, func() []clientv3.Op {
+				now = time.Now()
+				return a.withStamp(rewrite(a.e.key, a.record(now, backend.Timestamp{})))
+			})
+			if err != nil {
+				return err
+			}
+			return a.holds(now, resp)
 		case len(watch) > 1:
 			// The first waiter: any of the n holders.
 			err = a.waitOlder(ctx, n, rev+1)
@@ -73,24 +86,6 @@ func (a *acquisition) waitCounted(ctx context.Context) error {
 			return err
 		}
 	}
-}
-
-// recordPermit records permit p in the claim's record, in a Txn guarded by
-// the claim's incarnation, which makes the claim a holder. While etcd is
-// out of reach it tries again (see retryAfter): writing the same permit
-// twice is harmless, and no other claim can pick p meanwhile, since the
-// newer ones wait for this record and the older ones have theirs.
-func (a *acquisition) recordPermit(ctx context.Context, p int) error {
-	a.permit = p
-	var now time.Time
-	resp, err := a.guarded(ctx, []clientv3.Cmp{incarnation(a.e.key, a.e.token)}, func() []clientv3.Op {
-		now = time.Now()
-		return a.withStamp(rewrite(a.e.key, a.record(now, backend.Timestamp{})))
-	})
-	if err != nil {
-		return err
-	}
-	return a.holds(now, resp)
 }
 
 // countedNext applies the queue rules of package backend to kvs, the
@@ -131,77 +126,4 @@ func (a *acquisition) countedNext(kvs []*mvccpb.KeyValue) (permit int, watch []s
 		watch = append(watch, key(j))
 	}
 	return backend.NoPermit, watch, w.Admission, nil
-}
-
-// whenFreeCounted is the path of counted requests that do not queue. A
-// claim made now would hold if fewer than n claims are queued and all of
-// them have recorded their permits. The first Txn creates the claim with
-// permit 0 if the queue is empty, else reads up to n claims, newest first;
-// if they leave room, the next Txn creates the claim with the lowest free
-// permit, on condition that no claim was created meanwhile (claims only
-// join at the newest end, so the queue is then a subset of what was read).
-func (a *acquisition) whenFreeCounted(ctx context.Context) error {
-	dir, key := a.dirs[0], a.e.key
-	reads := []clientv3.Op{
-		clientv3.OpGet(dir, clientv3.WithPrefix(),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(a.kind.Permits))),
-		clientv3.OpGet(key, clientv3.WithKeysOnly()),
-		a.fenceRead(),
-	}
-	free := []clientv3.Cmp{freeOf(a.kind, dir)}
-	cond := free
-	a.permit = 0
-	races := 0
-	for {
-		now := time.Now()
-		a.mayExist = true
-		txn, seen := a.creating(a.b.cli.Txn(ctx), cond, a.withStamp(a.putAt(key, a.record(now, backend.Timestamp{}))), reads)
-		resp, err := txn.Commit()
-		if err != nil {
-			return rpcError(ctx, "acquire", err)
-		}
-		if resp.Succeeded {
-			a.b.reg.setToken(a.e, resp.Header.Revision)
-			return a.holds(now, resp)
-		}
-		if a.refenced(resp, seen) {
-			continue
-		}
-		if del := a.strays(resp, 1, 1); del != nil {
-			if err := a.removeStray(ctx, del); err != nil {
-				return err
-			}
-			cond, a.permit = free, 0
-			continue
-		}
-		a.mayExist = false
-		if _, err := a.firstAhead(resp); err != nil {
-			return err
-		}
-		kvs := rangeKvs(resp, 0)
-		p, watch, puts, err := a.countedNext(kvs)
-		if err != nil {
-			return err
-		}
-		if watch == nil {
-			races++
-			if races > 3 && !a.req.Wait {
-				return a.lockedError() // the queue keeps changing under us
-			}
-			a.permit = p
-			newest := int64(0)
-			if len(kvs) > 0 {
-				newest = kvs[0].CreateRevision
-			}
-			cond = []clientv3.Cmp{absent(key), clientv3.Compare(clientv3.CreateRevision(dir), "<", newest+1).WithPrefix()}
-			continue
-		}
-		if !a.req.Wait {
-			return a.lockedError()
-		}
-		if err := a.waitAny(ctx, watch, resp.Header.Revision+1, puts); err != nil {
-			return err
-		}
-		cond, a.permit = free, 0
-	}
 }

@@ -20,6 +20,7 @@ import (
 //	enqueue:  If(own name absent per key, fence) Then(Get ahead per key, Put per key) Else(Get fence)
 //	try:      If(queue free per key, fence) Then(Put per key)
 //	          Else(Get the blocking claim per key, Get own name per key),
+//	          then Get fence if nothing blocks,
 //	          or those reads in a Txn of their own after it failed (see maxTxnBytes)
 //	cleanup:  If(fence) Then(Put fence, Delete per key), after a lost reply (fence.go)
 //	confirm:  If(identity per key), after waiting, unless stamps (whose Txn compares the same)
@@ -49,7 +50,7 @@ import (
 // its cleanup removes the rest), not hold beside that claim. Once the
 // claim exists at every key at one revision it holds them all: it was
 // admitted at each, and later claims only queue behind it. While etcd
-// cannot be reached it tries again (see retryAfter).
+// cannot be reached it tries again (see send).
 func (a *acquisition) confirmAll(ctx context.Context) error {
 	cmps := make([]clientv3.Cmp, len(a.dirs))
 	for i, key := range a.e.keys {
