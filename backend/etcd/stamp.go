@@ -38,9 +38,7 @@ func (a *acquisition) stamp(ctx context.Context) (backend.Timestamp, error) {
 	}
 	recs := make([][]*mvccpb.KeyValue, n) // what was read of each stamp record
 	if a.stampKey != "" {
-		if a.prevStamp != nil {
-			recs[0] = []*mvccpb.KeyValue{{Value: a.prevStamp, ModRevision: a.stampRev}}
-		}
+		recs[0] = a.prevStamp
 	} else {
 		resp, err := a.b.cli.Txn(ctx).Then(reads[:n]...).Commit()
 		if err != nil {
@@ -50,15 +48,25 @@ func (a *acquisition) stamp(ctx context.Context) (backend.Timestamp, error) {
 			recs[i] = rangeKvs(resp, i)
 		}
 	}
+	// cur and revs: the stamp each record holds and its mod revision (0: no record).
+	cur, revs := make([]backend.Timestamp, n), make([]int64, n)
+	decode := func() (err error) {
+		for i, kvs := range recs {
+			cur[i], revs[i] = backend.Timestamp{}, 0
+			if len(kvs) > 0 {
+				if cur[i], err = decodeStamp(kvs[0].Value); err != nil {
+					return fmt.Errorf("etcd acquire %q: stamp record %s: %w", a.req.Key, stampKeys[i], err)
+				}
+				revs[i] = kvs[0].ModRevision
+			}
+		}
+		return nil
+	}
+	if err := decode(); err != nil {
+		return backend.Timestamp{}, err
+	}
 	var prev backend.Timestamp
-	for i, kvs := range recs {
-		if len(kvs) == 0 {
-			continue
-		}
-		p, err := decodeStamp(kvs[0].Value)
-		if err != nil {
-			return backend.Timestamp{}, a.stampError(stampKeys[i], err)
-		}
+	for _, p := range cur {
 		if prev.Less(p) {
 			prev = p
 		}
@@ -74,12 +82,8 @@ func (a *acquisition) stamp(ctx context.Context) (backend.Timestamp, error) {
 		for i, key := range a.e.keys {
 			cmps = append(cmps, incarnation(key, a.e.token))
 			writes = append(writes, rewrite(key, rec))
-			rev, raise, err := higher(recs[i], st)
-			if err != nil {
-				return backend.Timestamp{}, a.stampError(stampKeys[i], err)
-			}
-			if raise {
-				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(stampKeys[i]), "=", rev))
+			if revs[i] == 0 || cur[i].Less(st) {
+				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(stampKeys[i]), "=", revs[i]))
 				writes = append(writes, clientv3.OpPut(stampKeys[i], encodeStamp(st)))
 			}
 		}
@@ -106,23 +110,8 @@ func (a *acquisition) stamp(ctx context.Context) (backend.Timestamp, error) {
 			}
 			recs[i] = rangeKvs(resp, i)
 		}
+		if err := decode(); err != nil {
+			return backend.Timestamp{}, err
+		}
 	}
-}
-
-// higher reads a stamp record (kvs: the read of it) and reports its mod
-// revision (0 if there is none) and whether st is above the stamp it
-// holds, so that st should replace it.
-func higher(kvs []*mvccpb.KeyValue, st backend.Timestamp) (int64, bool, error) {
-	if len(kvs) == 0 {
-		return 0, true, nil
-	}
-	cur, err := decodeStamp(kvs[0].Value)
-	if err != nil {
-		return 0, false, err
-	}
-	return kvs[0].ModRevision, cur.Less(st), nil
-}
-
-func (a *acquisition) stampError(key string, err error) error {
-	return fmt.Errorf("etcd acquire %q: stamp record %s: %w", a.req.Key, key, err)
 }
