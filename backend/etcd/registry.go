@@ -65,11 +65,10 @@ type entry struct {
 	lost   chan struct{} // closed on the move to state lost, for waiters to select on
 
 	// Guarded by registry.mu.
-	state claimState
-	token int64       // create revision; 0 until known; written by its Acquire alone
-	timer *time.Timer // starts the watch; nil until the claim waits or is handed out
-	watch *keyWatch
-	more  []*keyWatch // the watches of keys[1:], made with watch
+	state   claimState
+	token   int64       // create revision; 0 until known; written by its Acquire alone
+	timer   *time.Timer // starts the watches; nil until the claim waits or is handed out
+	watches []*keyWatch // one per key, once started
 }
 
 // claimState is where an entry is in its life. Each move is made under
@@ -159,7 +158,7 @@ func (r *registry) promote(e *entry) bool {
 // armLocked has e's watch start in d, unless it has started. r.mu held.
 func (r *registry) armLocked(e *entry, d time.Duration) {
 	switch {
-	case e.watch != nil:
+	case len(e.watches) > 0:
 	case e.timer == nil:
 		// The timer's goroutine only spawns the work, so that the
 		// Backend's Close waits for it.
@@ -175,24 +174,20 @@ func (r *registry) armLocked(e *entry, d time.Duration) {
 // comes first, and no watch starts, or finds the watch and stops it.
 func (r *registry) mature(e *entry) {
 	r.mu.Lock()
-	if e.state >= lost || e.watch != nil {
+	if e.state >= lost || len(e.watches) > 0 {
 		r.mu.Unlock()
 		return
 	}
-	w := &keyWatch{key: e.key, from: e.token + 1, now: true, target: e}
-	s, err := r.mux.begin(w)
-	if err == nil {
-		e.watch = w
-		// A multi-key claim is lost when it is lost at any key: its other
-		// keys' watches report to the same entry.
-		for _, k := range e.keys[1:] {
-			m := &keyWatch{key: k, from: e.token + 1, now: true, target: e}
-			if ms, err := r.mux.begin(m); err == nil {
-				e.more = append(e.more, m)
-				s = ms
-			}
+	// A multi-key claim is lost when it is lost at any key: every key's
+	// watch reports to the entry. A begin fails only once the mux has
+	// stopped for good: as if etcd refused the watch.
+	var s *wstream
+	for _, k := range e.keys {
+		w := &keyWatch{key: k, from: e.token + 1, now: true, target: e}
+		if ws, err := r.mux.begin(w); err == nil {
+			e.watches, s = append(e.watches, w), ws
 		}
-	} // else the mux stopped for good: as if etcd refused the watch
+	}
 	r.mu.Unlock()
 	// The stream can be replaced between two begins, never by an earlier
 	// one, so only the last begin's stream can still need a flush: a stream
@@ -218,13 +213,10 @@ func (r *registry) end(e *entry) bool {
 	if e.timer != nil {
 		e.timer.Stop()
 	}
-	w, more := e.watch, e.more
+	ws := e.watches
 	r.mu.Unlock()
-	if w != nil {
+	for _, w := range ws {
 		r.mux.stop(w)
-	}
-	for _, m := range more {
-		r.mux.stop(m)
 	}
 	return live
 }
@@ -292,7 +284,7 @@ func (e *entry) keyDeleted(rev int64) {
 	if len(e.keys) == 1 {
 		r.unregisterLocked(e)
 	}
-	w, more := e.watch, e.more
+	ws := e.watches
 	onLost := e.onLost
 	if was != held {
 		onLost = nil
@@ -303,11 +295,10 @@ func (e *entry) keyDeleted(rev int64) {
 		onLost.ClaimLost(fmt.Errorf("%w: claim %s no longer exists in etcd (gone at revision %d)",
 			backend.ErrLeaseExpired, e.key, rev))
 	}
-	if len(more) > 0 {
+	if len(ws) > 1 {
 		// The watches of its other keys (a no-op for the one that fired).
-		r.mux.stopLater(w)
-		for _, m := range more {
-			r.mux.stopLater(m)
+		for _, w := range ws {
+			r.mux.stopLater(w)
 		}
 	}
 	if abandon {

@@ -156,11 +156,3 @@ func (b *Backend) removeUntilGone(e *entry, token int64, now bool) {
 	}
 }
 
-// abandon removes what is left of a held multi-key claim that was lost at
-// one of its keys (see entry.keyDeleted), compared on the claim's identity
-// at every key, and then frees its name. It only spawns the work, since
-// the watch that saw the loss calls it; the work tries until it succeeds
-// or the Backend is closed, which it does not hold up.
-func (b *Backend) abandon(e *entry, token int64) {
-	b.spawn(func() { b.removeUntilGone(e, token, true) })
-}
