@@ -155,4 +155,3 @@ func (b *Backend) removeUntilGone(e *entry, token int64, now bool) {
 	for bo := backoff(0); bo.wait(b.ctx) && !try(); {
 	}
 }
-
