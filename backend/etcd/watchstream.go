@@ -135,8 +135,7 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 	// A response that makes the stream fail is no sign that it works: a
 	// stream whose creates etcd keeps refusing is reopened with backoff.
 	defer func() { s.heard = s.heard || !fail }()
-	switch {
-	case r.Created:
+	if r.Created {
 		if len(s.creates) == 0 {
 			return nil, false, true // an answer to no create of ours
 		}
@@ -180,40 +179,28 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 			m.startChecksLocked(check{w: w, at: covered - 1})
 		}
 		return nil, false, false
-
+	}
+	w := s.byID[r.WatchId] // nil if stopped meanwhile; progress notifications have ID -1
+	switch {
+	case w == nil:
+		return nil, false, false
+	case r.CompactRevision != 0 && w.ranged != nil:
+		// The watch's start revision was compacted; etcd dropped it. Its
+		// target resynchronises with a read (watchrange.go).
+		return []notice{m.finishLocked(w, 0, nil)}, true, false
 	case r.CompactRevision != 0:
-		// The watch's start revision was compacted; etcd dropped it.
-		w := s.byID[r.WatchId]
-		if w == nil {
-			return nil, false, false
-		}
-		if w.ranged != nil {
-			// Its target resynchronises with a read (watchrange.go).
-			return []notice{m.finishLocked(w, 0, nil)}, true, false
-		}
 		m.cancelLocked(w) // lets etcd forget the ID as well
 		w.state = watchChecking
 		m.startChecksLocked(check{w: w})
 		return nil, true, false
-
 	case r.Canceled:
-		// The answer to one of our cancels (its ID is forgotten), or
-		// etcd dropped a watch by itself, which it does not do today;
-		// such a watch is created again.
-		w := s.byID[r.WatchId]
-		if w == nil {
-			return nil, false, false
-		}
+		// The answer to one of our cancels (its ID is forgotten: w is
+		// nil), or etcd dropped a watch by itself, which it does not do
+		// today; such a watch is created again.
 		delete(s.byID, r.WatchId)
 		m.createLocked(s, w)
 		return nil, true, false
-	}
-
-	w := s.byID[r.WatchId] // progress notifications have ID -1: nil
-	if w == nil {
-		return nil, false, false
-	}
-	if w.ranged != nil {
+	case w.ranged != nil:
 		return m.rangeEventsLocked(w, r.Events), false, false
 	}
 	for _, ev := range r.Events {
