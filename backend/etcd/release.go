@@ -55,16 +55,15 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 // deleteClaim removes a claim at its etcd keys, one per key it holds, in
 // one request: the incarnation created at revision token, or, with token
 // 0 (the release of a claim still registered as held), whatever is under
-// the name. Each key of a multi-key claim is compared with a nested Txn
-// of its own, so that a key where the claim is already gone (an operator
-// deleted it there) does not keep it at the others.
+// the name (a plain Delete for a single key). Each key is compared with a
+// nested Txn of its own, so that a key of a multi-key claim where the
+// claim is already gone (an operator deleted it there) does not keep it at
+// the others.
 func (b *Backend) deleteClaim(ctx context.Context, keys []string, token int64) error {
 	var err error
 	switch {
 	case len(keys) == 1 && token == 0:
 		_, err = b.cli.Delete(ctx, keys[0])
-	case len(keys) == 1:
-		_, err = b.cli.Txn(ctx).If(incarnation(keys[0], token)).Then(clientv3.OpDelete(keys[0])).Commit()
 	default:
 		ops := make([]clientv3.Op, len(keys))
 		for i, k := range keys {

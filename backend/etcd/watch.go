@@ -158,14 +158,6 @@ type mux struct {
 // noPut makes etcd deliver deletes only. Read-only.
 var noPut = []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NOPUT}
 
-// filters returns the event filters of w's create request.
-func (w *keyWatch) filters() []pb.WatchCreateRequest_FilterType {
-	if w.puts || w.ranged != nil {
-		return nil
-	}
-	return noPut
-}
-
 func newMux(ctx context.Context, cli *clientv3.Client, spawn func(func()) bool) *mux {
 	wc := pb.NewWatchClient(cli.ActiveConnection())
 	// The connection's interceptors add the auth token, and clientv3's
@@ -182,15 +174,8 @@ func newMux(ctx context.Context, cli *clientv3.Client, spawn func(func()) bool) 
 // client was closed.
 func newMuxWith(ctx context.Context, open func(context.Context) (watchStream, error), kv clientv3.KV,
 	gone func() bool, spawn func(func()) bool) *mux {
-	return &mux{
-		open:  open,
-		kv:    kv,
-		ctx:   ctx,
-		gone:  gone,
-		spawn: spawn,
-		kick:  make(chan struct{}, 1),
-		live:  make(map[*keyWatch]struct{}),
-	}
+	return &mux{open: open, kv: kv, ctx: ctx, gone: gone, spawn: spawn,
+		kick: make(chan struct{}, 1), live: make(map[*keyWatch]struct{})}
 }
 
 // start begins watching w.key for the delete of the incarnation that
@@ -280,11 +265,9 @@ func (m *mux) createLocked(s *wstream, w *keyWatch) {
 	}
 	s.byID[w.id] = w
 	s.creates = append(s.creates, pendingCreate{id: w.id, start: start})
-	cr := &pb.WatchCreateRequest{
-		Key:           []byte(w.key),
-		StartRevision: start,
-		Filters:       w.filters(),
-		WatchId:       w.id,
+	cr := &pb.WatchCreateRequest{Key: []byte(w.key), StartRevision: start, WatchId: w.id}
+	if !w.puts && w.ranged == nil {
+		cr.Filters = noPut // a watch of a delete
 	}
 	if w.ranged != nil || w.older != 0 {
 		cr.RangeEnd = []byte(clientv3.GetPrefixRangeEnd(w.key))
