@@ -22,7 +22,7 @@ import (
 //     one claim of ours - at every key, bound to our lease, with one
 //     create revision - and keeps its place in the queue (adopt). The
 //     reply that told what was ahead of it was lost, so the check of the
-//     permit count is made again (agreesAhead). Anything else under the
+//     permit count is made again. Anything else under the
 //     name fails the Acquire, whose cleanup removes it.
 //   - A request that does not queue sent nothing before, so what it finds
 //     is a stray: taken for a claim that blocks it, it would keep a

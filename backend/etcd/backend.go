@@ -97,11 +97,7 @@ func (b *Backend) spawn(f func()) bool {
 	if b.stopping {
 		return false
 	}
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		f()
-	}()
+	b.wg.Go(f)
 	return true
 }
 

@@ -38,9 +38,7 @@ func kindName(k backend.Kind, base string) string {
 // kindOfName reads the kind back from a claim name (the last path element
 // of a claim key). A name this package did not make reads as exclusive.
 func kindOfName(name string) backend.Kind {
-	if i := strings.LastIndexByte(name, '/'); i >= 0 {
-		name = name[i+1:]
-	}
+	name = name[strings.LastIndexByte(name, '/')+1:]
 	if strings.HasPrefix(name, "s") {
 		return backend.Kind{Shared: true, Permits: 1}
 	}

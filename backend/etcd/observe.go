@@ -135,15 +135,14 @@ func (o *observation) run(ctx context.Context) error {
 		}
 		switch {
 		case news.compacted:
-			err = o.resync(ctx, false)
+			if err := o.resync(ctx, false); err != nil {
+				return err
+			}
 		case o.b.cli.Ctx().Err() != nil, forbidden(news.err):
-			err = news.err
+			return news.err
 		case !bo.wait(ctx):
 			// etcd refused the watch: try again from o.rev+1 after a pause.
 			return nil
-		}
-		if err != nil {
-			return err
 		}
 	}
 }
