@@ -224,7 +224,7 @@ func (a *acquisition) firstAhead(resp *clientv3.TxnResponse) (string, error) {
 // races (the losers go back to waiting).
 //
 // When its compares fail the Txn reads what blocks it and its own name at
-// every key (and for a single key the lease's fence), in its Else branch
+// every key (and for a counted claim the lease's fence), in its Else branch
 // unless the Txn would then exceed maxTxnBytes (long keys and a large
 // value): it is then sent without them, and they follow in a Txn of their
 // own. A claim found under our name is a stray, removed before trying
@@ -265,8 +265,8 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 			}
 			reads[n+i] = clientv3.OpGet(a.e.keys[i], clientv3.WithKeysOnly())
 		}
-		if n == 1 {
-			reads = append(reads, a.fenceRead())
+		if a.kind.Counted() {
+			reads = append(reads, a.fenceRead()) // its failures are told apart by the reads alone
 		}
 		inline := txnBytes(free, puts, reads) <= maxTxnBytes
 		els := reads
@@ -321,7 +321,7 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 			// (permit p), or the blockers went between the Txn and the
 			// reads, which an inline read rules out.
 			fr := resp
-			if n > 1 {
+			if !a.kind.Counted() {
 				if fr, err = a.b.cli.Txn(ctx).Then(a.fenceRead()).Commit(); err != nil {
 					return rpcError(ctx, "acquire", err)
 				}

@@ -20,7 +20,7 @@ import (
 //	enqueue:  If(own name absent per key, fence) Then(Get ahead per key, Put per key) Else(Get fence)
 //	try:      If(queue free per key, fence) Then(Put per key)
 //	          Else(Get the blocking claim per key, Get own name per key),
-//	          then Get fence if nothing blocks,
+//	          then Get fence if nothing blocks (for a counted claim, in Else),
 //	          or those reads in a Txn of their own after it failed (see maxTxnBytes)
 //	cleanup:  If(fence) Then(Put fence, Delete per key), after a lost reply (fence.go)
 //	confirm:  If(identity per key), after waiting, unless stamps (whose Txn compares the same)
