@@ -38,6 +38,10 @@ import (
 // does not admit a counted claim, and it waits for the delete of the
 // newest such claim (backend.WaitFor), so that the kinds never hold at
 // once.
+//
+// A counted request that does not queue takes the path of every such
+// request (whenFree in acquire.go), which picks its permit with
+// countedNext as well.
 
 // waitCounted waits until the claim may hold a permit, then records it.
 // Each round reads, in a Txn guarded by our incarnation, up to n+1 of the
