@@ -198,24 +198,43 @@ func (b *LockBuilder) Do(ctx context.Context, fn func(ctx context.Context, token
 	if err != nil {
 		return err
 	}
-	defer s.unlock(context.WithoutCancel(ctx)) //nolint:errcheck // logged and retried by release
-
-	claim, err := s.check()
-	if err != nil {
-		return err
-	}
-	fnCtx, cancel := newGuardContext(ctx, s)
-	defer cancel(nil)
-	s.setOnEnd(cancel)
-	ferr := fn(fnCtx, claim.Token)
-	s.clearOnEnd()
-	if ferr != nil {
+	ran, ferr, after := s.hold(ctx, fn)
+	switch {
+	case !ran:
+		return after
+	case ferr != nil:
 		return ferr
-	}
-	if _, err := s.check(); errors.Is(err, ErrLeaseExpired) {
-		return err
+	case errors.Is(after, ErrLeaseExpired):
+		return after
 	}
 	return nil
+}
+
+// hold runs fn with s's token and a context derived from ctx that ends the
+// moment the guard does, then releases s (also if fn panics), with a
+// context that the end of ctx does not cut short (unlock bounds it). It
+// reports whether fn ran, fn's error, and why s was no longer valid when
+// fn returned (nil if it was); fn is not called if s or ctx has ended
+// already, and after then says why.
+func (s *guardState) hold(ctx context.Context, fn func(context.Context, uint64) error) (ran bool, ferr, after error) {
+	defer s.unlock(context.WithoutCancel(ctx)) //nolint:errcheck // a failed release is logged and retried by the client
+	fctx, cancel := newGuardContext(ctx, s)
+	defer cancel(nil)
+	// From here the guard's end cancels fctx at once, from whichever
+	// goroutine ends it (the watchdog at the local deadline, the backend's
+	// loss report, Close); if it has ended already, setOnEnd cancels now.
+	s.setOnEnd(cancel)
+	claim, err := s.check()
+	if err == nil {
+		err = fctx.Err()
+	}
+	if err != nil {
+		return false, nil, err
+	}
+	ferr = fn(fctx, claim.Token)
+	s.clearOnEnd()
+	_, after = s.check()
+	return true, ferr, after
 }
 
 func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*guardState, error) {

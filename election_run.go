@@ -58,61 +58,26 @@ func (e *Election) Run(ctx context.Context, value []byte, lead func(ctx context.
 			// coming back together.
 			d := backoff/2 + rand.N(backoff/2+1)
 			e.client.log.Warn("ashlock: campaign failed; retrying", "election", e.name, "err", err, "backoff", d)
-			if !sleepCtx(ctx, d) {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
 				return backend.ContextError(ctx)
 			}
 			backoff = min(2*backoff, maxCampaignBackoff)
 			continue
 		}
 		backoff = minCampaignBackoff
-		leading, err := e.term(ctx, s, lead)
+		_, err, after := s.hold(ctx, lead)
 		switch {
 		case ctx.Err() != nil:
 			if err != nil && !errors.Is(err, ctx.Err()) {
 				return errors.Join(err, backend.ContextError(ctx))
 			}
 			return backend.ContextError(ctx)
-		case err != nil && leading:
-			return err
+		case err != nil && after == nil:
+			return err // lead failed while still leading
 		}
 		// lead returned nil, or the term was lost (or ended by Close:
 		// the next campaign then returns ErrClosed).
-	}
-}
-
-// term runs lead for the term that s holds, releases it, and reports
-// whether s was still valid when lead returned, with lead's error. If the
-// term was lost before lead could start, lead is not called.
-func (e *Election) term(ctx context.Context, s *guardState, lead func(context.Context, uint64) error) (leading bool, err error) {
-	// Released whatever happens, lead's panic included, with a context
-	// that the end of ctx does not cut short (unlock bounds it itself).
-	defer s.unlock(context.WithoutCancel(ctx)) //nolint:errcheck // a failed release is logged and retried by the client
-
-	lctx, cancel := newGuardContext(ctx, s)
-	defer cancel(nil)
-	// From here the guard's end cancels lctx at once, from whichever
-	// goroutine ends it (the watchdog at the local deadline, the
-	// backend's loss report, Close). If it has ended already, setOnEnd
-	// cancels right away and the check below skips lead.
-	s.setOnEnd(cancel)
-	claim, cerr := s.check()
-	if cerr != nil || lctx.Err() != nil {
-		return false, nil
-	}
-	err = lead(lctx, claim.Token)
-	s.clearOnEnd()
-	_, cerr = s.check()
-	return cerr == nil, err
-}
-
-// sleepCtx waits d or until ctx ends; it reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
