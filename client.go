@@ -109,6 +109,7 @@ func newClient(cfg LockConfig, be backend.Backend) (*LockClient, error) {
 		return nil, err
 	}
 	c := &LockClient{cfg: cfg, be: be, log: log, metrics: m, owner: defaultOwner()}
+	c.hubs.m = make(map[string]*hub)
 	_, c.local = be.(backend.Local)
 	_, c.namesClaims = be.(backend.ClaimNamer)
 	if cfg.Stamps {
@@ -235,17 +236,10 @@ func (c *LockClient) shutdown(ctx context.Context) error {
 		for _, g := range guards {
 			g.end(ErrUnlocked) // uncounts it from the held gauge if it was handed out
 		}
-		select {
-		case <-l.ready:
-		default:
-			continue // grant in flight: grant revokes it itself on seeing closed
-		}
 		// One revoke removes every claim on the lease, however many guards
 		// shared it.
-		if l.grantErr == nil {
-			if err := c.be.Revoke(rctx, l.id); err != nil {
-				errs = append(errs, fmt.Errorf("ashlock: revoking lease on close: %w", err))
-			}
+		if err := c.be.Revoke(rctx, l.id); err != nil {
+			errs = append(errs, fmt.Errorf("ashlock: revoking lease on close: %w", err))
 		}
 	}
 	c.wd.wg.Wait()

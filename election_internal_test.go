@@ -9,7 +9,7 @@ import (
 // The hub passes on changes only, never a term older than one seen and
 // never a term that has ended, whatever a backend sends it.
 func TestHubOfferFiltersBackwardsAndRepeats(t *testing.T) {
-	h := &hub{subs: map[*subscriber]struct{}{}}
+	h := &hub{reg: &hubs{}, subs: map[*subscriber]struct{}{}}
 	s := &subscriber{signal: make(chan struct{}, 1)}
 	h.subs[s] = struct{}{}
 	l := func(token uint64, v string) Leader { return Leader{Name: "e", Token: token, Value: []byte(v)} }

@@ -82,8 +82,10 @@ func (e *Election) Observe(ctx context.Context) iter.Seq2[Leader, error] {
 // leave cancels its backend Observe, and a hub that ended (the backend
 // closed, say) is forgotten at once, so the next Observe makes a new one.
 
-// hubs holds a client's live hubs, one per election name. The map is made
-// when the client's first observer subscribes.
+// hubs holds a client's live hubs, one per election name, and guards
+// them: a hub's subscribers, its state and its subscribers' queues change
+// under this one lock, so that the last subscriber's leaving and a new
+// one's joining agree on whether the hub lives.
 type hubs struct {
 	sync.Mutex
 	m map[string]*hub
@@ -94,10 +96,6 @@ type hub struct {
 	name   string // the election's
 	cancel context.CancelFunc
 
-	// mu is taken under reg when both are: a hub's subscribers change
-	// under both, so that the last one's leaving and a new one's joining
-	// agree on whether the hub lives.
-	mu     sync.Mutex
 	subs   map[*subscriber]struct{}
 	have   bool   // cur holds a state
 	cur    Leader // the last state passed on
@@ -107,7 +105,7 @@ type hub struct {
 }
 
 type subscriber struct {
-	queue  []Leader      // guarded by hub.mu
+	queue  []Leader      // guarded by hubs
 	signal chan struct{} // cap 1: queue or hub.err has something new
 }
 
@@ -116,9 +114,7 @@ type subscriber struct {
 func subscribe(c *LockClient, obs backend.Observer, name string) (*hub, *subscriber) {
 	reg := &c.hubs
 	reg.Lock()
-	if reg.m == nil {
-		reg.m = make(map[string]*hub)
-	}
+	defer reg.Unlock()
 	h := reg.m[name]
 	if h == nil {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -127,13 +123,10 @@ func subscribe(c *LockClient, obs backend.Observer, name string) (*hub, *subscri
 		go h.run(ctx, obs)
 	}
 	s := &subscriber{signal: make(chan struct{}, 1)}
-	h.mu.Lock()
 	if h.have {
 		s.queue = append(s.queue, h.cur)
 	}
 	h.subs[s] = struct{}{}
-	h.mu.Unlock()
-	reg.Unlock()
 	return h, s
 }
 
@@ -141,11 +134,8 @@ func subscribe(c *LockClient, obs backend.Observer, name string) (*hub, *subscri
 func (h *hub) unsubscribe(s *subscriber) {
 	h.reg.Lock()
 	defer h.reg.Unlock()
-	h.mu.Lock()
 	delete(h.subs, s)
-	last := len(h.subs) == 0
-	h.mu.Unlock()
-	if last {
+	if len(h.subs) == 0 {
 		h.forgetLocked()
 		h.cancel()
 	}
@@ -154,8 +144,8 @@ func (h *hub) unsubscribe(s *subscriber) {
 // take returns s's queued states, emptied, and the hub's final error if
 // the hub has ended and s has had every state before it.
 func (h *hub) take(s *subscriber) ([]Leader, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.reg.Lock()
+	defer h.reg.Unlock()
 	q := s.queue
 	s.queue = nil
 	return q, h.err
@@ -182,8 +172,8 @@ func (h *hub) run(ctx context.Context, obs backend.Observer) {
 // through: a later term, a change of the current term's value or owner,
 // or the end of the current term.
 func (h *hub) offer(l Leader) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.reg.Lock()
+	defer h.reg.Unlock()
 	if h.have && l.Token == h.cur.Token && l.Owner == h.cur.Owner && bytes.Equal(l.Value, h.cur.Value) {
 		return
 	}
@@ -198,31 +188,22 @@ func (h *hub) offer(l Leader) {
 	h.have, h.cur = true, l
 	for s := range h.subs {
 		s.queue = append(s.queue, l)
-		notify(s)
+		notify(s.signal)
 	}
 }
 
 // finish records the backend Observe's final error, tells every
 // subscriber, and forgets the hub so that later observers get a new one.
 func (h *hub) finish(err error) {
-	h.reg.Lock()
-	h.forgetLocked()
-	h.reg.Unlock()
 	if errors.Is(err, backend.ErrClosed) {
 		err = fmt.Errorf("%w: observe %q: the backend was closed", ErrClosed, h.name)
 	}
-	h.mu.Lock()
+	h.reg.Lock()
+	defer h.reg.Unlock()
+	h.forgetLocked()
 	h.err = err
 	for s := range h.subs {
-		notify(s)
-	}
-	h.mu.Unlock()
-}
-
-func notify(s *subscriber) {
-	select {
-	case s.signal <- struct{}{}:
-	default:
+		notify(s.signal)
 	}
 }
 

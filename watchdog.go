@@ -66,9 +66,11 @@ func (wd *watchdog) now() int64 { return int64(time.Since(wd.epoch)) }
 // at converts a lease.deadline value back to a time.Time.
 func (wd *watchdog) at(ns int64) time.Time { return wd.epoch.Add(time.Duration(ns)) }
 
-func (wd *watchdog) nudge() {
+// notify sends a wake-up on ch, a channel of capacity 1, unless one is
+// pending already.
+func notify(ch chan struct{}) {
 	select {
-	case wd.wake <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -152,7 +154,7 @@ func (wd *watchdog) grant(ctx context.Context, l *lease) {
 	}
 	close(l.ready)
 	wd.mu.Unlock()
-	wd.nudge()
+	notify(wd.wake)
 }
 
 // leaveLost unregisters g, whose claim vanished, from l, and has l renewed
@@ -172,7 +174,7 @@ func (wd *watchdog) leaveLost(l *lease, g *guardState) {
 		l.nextRenew = time.Time{}
 	}
 	wd.mu.Unlock()
-	wd.nudge()
+	notify(wd.wake)
 }
 
 // leave unregisters g from its lease. The lease's idleness is noticed by
@@ -225,10 +227,8 @@ func (wd *watchdog) tick() time.Time {
 	}
 	now := time.Now()
 	for _, l := range wd.mu.pool {
-		select {
-		case <-l.ready:
-		default:
-			continue // grant in flight; grant nudges when done
+		if !l.granted {
+			continue // grant in flight; grant wakes the scheduler when done
 		}
 		deadline := wd.at(l.deadline.Load())
 		switch {
@@ -329,7 +329,7 @@ func (wd *watchdog) renew(ctx context.Context, cancel context.CancelFunc, l *lea
 		l.nextRenew = time.Time{}
 	}
 	wd.mu.Unlock()
-	wd.nudge()
+	notify(wd.wake)
 }
 
 // errDeadlinePassed is why a guard ends at its lease's local deadline.
@@ -399,9 +399,10 @@ func (wd *watchdog) dropLocked(l *lease) bool {
 	return true
 }
 
-// close stops the scheduler and returns every lease it held, with the
-// guards still registered on each. Later joins fail with ErrClosed, and
-// releases still to retry are dropped: revoking their leases removes them.
+// close stops the scheduler and returns every granted lease it held, with
+// the guards still registered on each (a grant in flight revokes its lease
+// itself on seeing closed). Later joins fail with ErrClosed, and releases
+// still to retry are dropped: revoking their leases removes them.
 func (wd *watchdog) close() map[*lease][]*guardState {
 	wd.mu.Lock()
 	if wd.mu.closed {
@@ -415,7 +416,9 @@ func (wd *watchdog) close() map[*lease][]*guardState {
 		if c := l.cancelRenew; c != nil {
 			c()
 		}
-		out[l] = l.guards.drain()
+		if l.granted {
+			out[l] = l.guards.drain()
+		}
 	}
 	clear(wd.mu.pool)
 	wd.mu.releases = nil
