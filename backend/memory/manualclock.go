@@ -1,6 +1,8 @@
 package memory
 
 import (
+	"slices"
+	"sort"
 	"sync"
 	"time"
 )
@@ -10,9 +12,10 @@ import (
 // at an exact instant). The zero value is not usable; create one with
 // NewManualClock. All methods are safe for concurrent use.
 type ManualClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	seq    uint64 // orders timers that fall due at the same instant
+	mu  sync.Mutex
+	now time.Time
+	// timers are the pending timers in the order they fall due, those due
+	// at the same instant in the order they were scheduled.
 	timers []*manualTimer
 }
 
@@ -34,9 +37,9 @@ func (c *ManualClock) Now() time.Time {
 func (c *ManualClock) AfterFunc(d time.Duration, f func()) Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.seq++
-	t := &manualTimer{clock: c, due: c.now.Add(d), seq: c.seq, f: f}
-	c.timers = append(c.timers, t)
+	t := &manualTimer{clock: c, due: c.now.Add(d), f: f}
+	i := sort.Search(len(c.timers), func(i int) bool { return c.timers[i].due.After(t.due) })
+	c.timers = slices.Insert(c.timers, i, t)
 	return t
 }
 
@@ -53,11 +56,9 @@ func (c *ManualClock) Advance(d time.Duration) {
 	if d > 0 {
 		target = target.Add(d)
 	}
-	for {
-		next := c.popDueLocked(target)
-		if next == nil {
-			break
-		}
+	for len(c.timers) > 0 && !c.timers[0].due.After(target) {
+		next := c.timers[0]
+		c.timers = slices.Delete(c.timers, 0, 1)
 		if next.due.After(c.now) {
 			c.now = next.due
 		}
@@ -73,32 +74,10 @@ func (c *ManualClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// popDueLocked removes and returns the earliest timer due at or before
-// target, or nil if none is.
-func (c *ManualClock) popDueLocked(target time.Time) *manualTimer {
-	best := -1
-	for i, t := range c.timers {
-		if t.due.After(target) {
-			continue
-		}
-		if best < 0 || t.due.Before(c.timers[best].due) ||
-			(t.due.Equal(c.timers[best].due) && t.seq < c.timers[best].seq) {
-			best = i
-		}
-	}
-	if best < 0 {
-		return nil
-	}
-	t := c.timers[best]
-	c.timers = append(c.timers[:best], c.timers[best+1:]...)
-	return t
-}
-
 // manualTimer is one call scheduled on a ManualClock.
 type manualTimer struct {
 	clock *ManualClock
 	due   time.Time
-	seq   uint64
 	f     func()
 }
 
@@ -107,11 +86,9 @@ func (t *manualTimer) Stop() bool {
 	c := t.clock
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for i, u := range c.timers {
-		if u == t {
-			c.timers = append(c.timers[:i], c.timers[i+1:]...)
-			return true
-		}
+	i := slices.Index(c.timers, t)
+	if i >= 0 {
+		c.timers = slices.Delete(c.timers, i, i+1)
 	}
-	return false
+	return i >= 0
 }
