@@ -90,10 +90,7 @@ func (b *Backend) removeLocked(c *claim, why endReason) {
 			b.unqueueMultiLocked(c)
 		}
 	case stateWaitingUnfair:
-		for i := range c.nKeys() {
-			e := c.entryAt(i)
-			e.key.unfair.remove(e)
-		}
+		c.leaveUnfair()
 	case stateGone:
 		return
 	}

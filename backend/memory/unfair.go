@@ -18,6 +18,14 @@ func (c *claim) waitUnfair() {
 	}
 }
 
+// leaveUnfair takes c off the lists of non-fair waiters of its keys.
+func (c *claim) leaveUnfair() {
+	for i := range c.nKeys() {
+		e := c.entryAt(i)
+		e.key.unfair.remove(e)
+	}
+}
+
 // holdsNow reports whether a claim like c made now would hold every key
 // of c at once.
 func (c *claim) holdsNow() bool {
@@ -37,10 +45,7 @@ func (b *Backend) admitUnfairLocked(k *keyState) {
 		// its keys, e included, but no other claim's: next stays valid.
 		next := e.next
 		if c := e.c; c.holdsNow() {
-			for i := range c.nKeys() {
-				x := c.entryAt(i)
-				x.key.unfair.remove(x)
-			}
+			c.leaveUnfair()
 			c.token = b.nextTokenLocked()
 			b.enqueueLocked(c)
 		}
