@@ -42,7 +42,6 @@ type LockClient struct {
 	namesClaims bool // be names its claims (backend.ClaimNamer): no claim ID to make
 	closed      atomic.Bool
 	closeOnce   sync.Once
-	closeErr    error
 	hubs        hubs // the elections observed through this client (election_observe.go)
 }
 
@@ -205,16 +204,12 @@ func (c *LockClient) Inspect(ctx context.Context, key string) (LockInfo, error) 
 // releases. The client's goroutines are gone when Close returns. A second
 // Close returns nil; every other method returns ErrClosed afterwards.
 func (c *LockClient) Close(ctx context.Context) error {
-	first := false
+	var err error // stays nil for every Close but the first
 	c.closeOnce.Do(func() {
-		first = true
 		c.closed.Store(true)
-		c.closeErr = c.shutdown(ctx)
+		err = c.shutdown(ctx)
 	})
-	if !first {
-		return nil
-	}
-	return c.closeErr
+	return err
 }
 
 func (c *LockClient) shutdown(ctx context.Context) error {

@@ -212,7 +212,7 @@ func (wd *watchdog) run() {
 // tick handles every lease that is due and returns when it next needs to
 // run (zero: nothing scheduled).
 func (wd *watchdog) tick() time.Time {
-	var expired, idle, renew []*lease
+	var expired, idle []*lease
 	var next time.Time
 	earliest := func(t time.Time) {
 		if next.IsZero() || t.Before(next) {
@@ -245,8 +245,10 @@ func (wd *watchdog) tick() time.Time {
 				l.idleSince = now // first tick to see it unused
 			}
 			if !l.renewing && !now.Before(l.nextRenew) {
-				l.renewing = true
-				renew = append(renew, l)
+				ctx, cancel := context.WithDeadline(context.Background(), deadline)
+				l.renewing, l.cancelRenew = true, cancel
+				wd.wg.Add(1)
+				go wd.renew(ctx, cancel, l)
 			}
 			earliest(deadline)
 			if !l.renewing {
@@ -256,12 +258,6 @@ func (wd *watchdog) tick() time.Time {
 				earliest(l.idleSince.Add(l.ttl))
 			}
 		}
-	}
-	for _, l := range renew {
-		ctx, cancel := context.WithDeadline(context.Background(), wd.at(l.deadline.Load()))
-		l.cancelRenew = cancel
-		wd.wg.Add(1)
-		go wd.renew(ctx, cancel, l)
 	}
 	wd.mu.Unlock()
 
