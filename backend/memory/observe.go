@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 	"iter"
-	"slices"
 
 	"github.com/ash-lock/ashlock/backend"
 )
@@ -23,16 +22,23 @@ var _ backend.Observer = (*Backend)(nil)
 // observers is the Backend's record of its observations, made on the
 // first Observe. Guarded by the Backend's mutex.
 type observers struct {
-	byKey map[string][]*observation
+	byKey map[string]*feed
 	dirty []*keyState // keys whose holders may have changed since the last flush
 }
 
-// observation is one running Observe.
-type observation struct {
-	key     string
-	last    backend.LockInfo   // the last state queued; guarded by Backend.mu
-	pending []backend.LockInfo // queued, not yet yielded; guarded by Backend.mu
-	signal  chan struct{}      // cap 1: pending has something
+// feed is the states of one observed key: a list that grows at its tail,
+// which each observation of the key walks at its own pace. Observers are
+// never blocked on: a slow one only keeps the states after its own alive.
+type feed struct {
+	observers int
+	tail      *change // the last state queued
+}
+
+// change is one state of a feed.
+type change struct {
+	info  backend.LockInfo
+	next  *change       // set, under the Backend's mutex, before ready is closed
+	ready chan struct{} // closed when next is set
 }
 
 // markLocked notes that the holders of c's keys may have changed.
@@ -51,27 +57,17 @@ func (b *Backend) flushLocked() {
 	}
 }
 
-// flushObserversLocked queues the new state of every dirty key for its
-// observers, those whose last state differs. Observers are never blocked
-// on: their queue is unbounded, and the signal channel has room for one
-// wake-up.
+// flushObserversLocked queues the new state of every dirty key that has
+// observers, if its holders differ from the last state queued.
 func (b *Backend) flushObserversLocked() {
 	o := b.obs
 	for _, k := range o.dirty {
-		watchers := o.byKey[k.name]
-		if len(watchers) == 0 {
-			continue
-		}
-		info := stateOf(k, false)
-		for _, w := range watchers {
-			if backend.SameHolders(w.last, info) {
-				continue
-			}
-			w.last = info
-			w.pending = append(w.pending, info)
-			select {
-			case w.signal <- struct{}{}:
-			default:
+		if f := o.byKey[k.name]; f != nil {
+			if info := stateOf(k, false); !backend.SameHolders(f.tail.info, info) {
+				next := &change{info: info, ready: make(chan struct{})}
+				f.tail.next = next
+				close(f.tail.ready)
+				f.tail = next
 			}
 		}
 	}
@@ -82,13 +78,13 @@ func (b *Backend) flushObserversLocked() {
 // Observe implements backend.Observer: it yields key's holders (as
 // Inspect reports them, without the waiters) now, then after every change
 // of them, in the order the store made the changes, each state once. It
-// waits on a channel, never polls. Each observation keeps the states not
-// yet yielded in a queue of its own, so a slow consumer delays no one,
-// and one that never reads grows its queue. It ends when ctx ends, and
-// yields an error wrapping backend.ErrClosed once if the Backend closes.
+// waits on a channel, never polls. The observations of a key share one
+// list of its states, which each walks at its own pace, so a slow consumer
+// delays no one, and one that never reads keeps every later state. It ends
+// when ctx ends, and yields an error wrapping backend.ErrClosed once if the
+// Backend closes.
 func (b *Backend) Observe(ctx context.Context, key string) iter.Seq2[backend.LockInfo, error] {
 	return func(yield func(backend.LockInfo, error) bool) {
-		w := &observation{key: key, signal: make(chan struct{}, 1)}
 		b.mu.Lock()
 		if b.closed {
 			b.mu.Unlock()
@@ -96,59 +92,47 @@ func (b *Backend) Observe(ctx context.Context, key string) iter.Seq2[backend.Loc
 			return
 		}
 		if b.obs == nil {
-			b.obs = &observers{byKey: make(map[string][]*observation)}
+			b.obs = &observers{byKey: make(map[string]*feed)}
 		}
-		w.last = backend.LockInfo{Key: key}
+		first := backend.LockInfo{Key: key}
 		if k := b.keys[key]; k != nil {
-			w.last = stateOf(k, false)
+			first = stateOf(k, false)
 		}
-		first := w.last
-		b.obs.byKey[key] = append(b.obs.byKey[key], w)
+		f := b.obs.byKey[key]
+		if f == nil {
+			f = &feed{tail: &change{info: first, ready: make(chan struct{})}}
+			b.obs.byKey[key] = f
+		}
+		f.observers++
+		at := f.tail
 		b.mu.Unlock()
-		defer b.unobserve(w)
+		defer b.unobserve(key, f)
 
-		if !yield(first, nil) {
-			return
-		}
-		for {
-			closed := false
+		for info := first; yield(info, nil); info = at.info {
 			select {
-			case <-w.signal:
+			case <-at.ready:
 			case <-ctx.Done():
 				return
 			case <-b.done:
-				closed = true // states queued before the close are still owed, in order
-			}
-			for _, info := range b.takePending(w) {
-				if !yield(info, nil) {
+				// The states queued before the close are still owed, in
+				// order, then the error.
+				select {
+				case <-at.ready:
+				default:
+					yield(backend.LockInfo{}, errClosed("observe"))
 					return
 				}
 			}
-			if closed {
-				yield(backend.LockInfo{}, errClosed("observe"))
-				return
-			}
+			at = at.next
 		}
 	}
 }
 
-// takePending returns w's queued states and empties its queue.
-func (b *Backend) takePending(w *observation) []backend.LockInfo {
+// unobserve forgets one observation of f, the feed of key.
+func (b *Backend) unobserve(key string, f *feed) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	p := w.pending
-	w.pending = nil
-	return p
-}
-
-// unobserve forgets w.
-func (b *Backend) unobserve(w *observation) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	list := slices.DeleteFunc(b.obs.byKey[w.key], func(x *observation) bool { return x == w })
-	if len(list) == 0 {
-		delete(b.obs.byKey, w.key)
-	} else {
-		b.obs.byKey[w.key] = list
+	if f.observers--; f.observers == 0 {
+		delete(b.obs.byKey, key)
 	}
 }
