@@ -263,7 +263,7 @@ func (b *Backend) finish(c *claim, stamp func(backend.Timestamp) (backend.Timest
 		b.mu.Lock()
 		if err != nil {
 			if c.state != stateGone {
-				b.removeLocked(c, endStampFailed)
+				b.removeLocked(c, endOwn)
 				b.flushLocked()
 			}
 			return backend.Claim{}, fmt.Errorf("memory: acquire %q: stamp: %w", c.first.key.name, err)
@@ -309,7 +309,7 @@ func (b *Backend) abandon(c *claim, err error) error {
 	}
 	// The claim may have just come to hold its keys; removing it hands
 	// them on, so a cancelled request never keeps them.
-	b.removeLocked(c, endCancelled)
+	b.removeLocked(c, endOwn)
 	b.flushLocked()
 	return err
 }

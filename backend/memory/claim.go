@@ -28,13 +28,12 @@ const (
 type endReason uint8
 
 const (
-	endNone endReason = iota
-	endReleased
-	endCancelled
-	endStampFailed
-	endExpired // lease ran out (TTL or ExpireLease/ExpireKey)
-	endRevoked // lease revoked
-	endDeleted // DeleteClaim
+	// endOwn: removed by its own request (released, cancelled, or its
+	// stamp refused), which never asks why.
+	endOwn     endReason = iota
+	endExpired           // lease ran out (TTL or ExpireLease/ExpireKey)
+	endRevoked           // lease revoked
+	endDeleted           // DeleteClaim
 	endClosed
 )
 

@@ -23,7 +23,7 @@ func (b *Backend) Release(_ context.Context, c backend.Claim) error {
 		return errClosed("release")
 	}
 	if x := b.findLocked(&c); x != nil {
-		b.removeLocked(x, endReleased)
+		b.removeLocked(x, endOwn)
 		b.flushLocked()
 	}
 	b.mu.Unlock()
