@@ -12,8 +12,7 @@ import (
 type lease struct {
 	id     backend.LeaseID
 	ttl    time.Duration
-	timer  Timer
-	gen    uint64 // bumped by every renewal; a timer of an older gen is stale
+	timer  Timer // the current expiry timer; a renewal replaces it
 	claims claimList
 }
 
@@ -40,26 +39,23 @@ func (b *Backend) Grant(ctx context.Context, ttl time.Duration) (backend.Lease, 
 	return backend.Lease{ID: l.id, TTL: ttl}, nil
 }
 
-// armLocked (re)starts l's expiry timer for a full TTL from now.
+// armLocked (re)starts l's expiry timer for a full TTL from now. A
+// renewal racing with the timer either stopped it in time or replaced it
+// before the timer's function gets the mutex, so a renewed lease is never
+// ended by a stale timer.
 func (b *Backend) armLocked(l *lease) {
 	if l.timer != nil {
 		l.timer.Stop()
 	}
-	l.gen++
-	gen := l.gen
-	l.timer = b.clock.AfterFunc(l.ttl, func() { b.leaseTimerFired(l, gen) })
-}
-
-// leaseTimerFired ends l if the timer that fired is still its current one.
-// A renewal racing with the timer either stopped it in time or bumped gen
-// before this runs, so a renewed lease is never ended by a stale timer.
-func (b *Backend) leaseTimerFired(l *lease, gen uint64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed || b.leases[l.id] != l || l.gen != gen {
-		return
-	}
-	b.endLeaseLocked(l, endExpired)
+	var t Timer
+	t = b.clock.AfterFunc(l.ttl, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if !b.closed && b.leases[l.id] == l && l.timer == t {
+			b.endLeaseLocked(l, endExpired)
+		}
+	})
+	l.timer = t // under the mutex, which the timer's function takes first
 }
 
 // KeepAlive renews lease id for its full TTL and returns that TTL. The
@@ -80,9 +76,19 @@ func (b *Backend) KeepAlive(ctx context.Context, id backend.LeaseID) (time.Durat
 	delay := b.renewDelay // a closed Backend ends the delay at once, and is reported below
 	b.mu.Unlock()
 	if delay > 0 {
-		if err := b.hang(ctx, delay); err != nil {
-			return 0, fmt.Errorf("memory: keep-alive of lease %d: %w", id, err)
+		// Hang like a request stuck on the way to the store, on the
+		// Backend's clock; a close ends the hang, and is reported below.
+		elapsed := make(chan struct{})
+		t := b.clock.AfterFunc(delay, func() { close(elapsed) })
+		select {
+		case <-elapsed:
+		case <-b.done:
+		case <-ctx.Done():
+			t.Stop()
+			return 0, fmt.Errorf("memory: keep-alive of lease %d: renewal delayed by fault injection: %w: %w",
+				id, backend.ErrUnavailable, backend.ContextError(ctx))
 		}
+		t.Stop()
 	}
 
 	b.mu.Lock()
@@ -98,22 +104,6 @@ func (b *Backend) KeepAlive(ctx context.Context, id backend.LeaseID) (time.Durat
 		b.armLocked(l)
 		return l.ttl, nil
 	}
-}
-
-// hang blocks for d on the Backend's clock, like a request stuck on the
-// way to the store. It returns early if the Backend closes, and with
-// ErrUnavailable joined with ctx's error if ctx ends.
-func (b *Backend) hang(ctx context.Context, d time.Duration) error {
-	elapsed := make(chan struct{})
-	t := b.clock.AfterFunc(d, func() { close(elapsed) })
-	defer t.Stop()
-	select {
-	case <-elapsed:
-	case <-b.done: // the caller reports the close
-	case <-ctx.Done():
-		return fmt.Errorf("renewal delayed by fault injection: %w: %w", backend.ErrUnavailable, backend.ContextError(ctx))
-	}
-	return nil
 }
 
 // Revoke ends lease id at once: every claim bound to it leaves the store,
