@@ -131,27 +131,33 @@ func (b *LockBuilder) request(req *backend.AcquireRequest) (ttl, interval time.D
 	if req.Owner == "" {
 		req.Owner = c.owner
 	}
-	ttl = cmp.Or(c.cfg.DefaultTTL, defaultTTL)
+	ttl, interval, errs = b.timing(&c.cfg, errs)
+	return ttl, interval, errors.Join(errs...)
+}
+
+// timing returns the lease TTL and renewal interval of b: its own, else
+// cfg's, else the defaults (30s, a third of the TTL), with their problems
+// appended to errs. Connect checks a LockConfig with an empty builder.
+func (b *LockBuilder) timing(cfg *LockConfig, errs []error) (ttl, interval time.Duration, _ []error) {
+	ttl, interval = cmp.Or(cfg.DefaultTTL, defaultTTL), cfg.WatchdogInterval
 	if b.ttlSet {
 		ttl = b.ttl
-		if ttl <= 0 {
-			errs = append(errs, fmt.Errorf("%w: %v", ErrInvalidTTL, ttl))
-		}
 	}
-	interval = c.cfg.WatchdogInterval
 	if b.intervalSet {
 		interval = b.interval
-		if interval <= 0 {
-			errs = append(errs, fmt.Errorf("%w: watchdog interval %v is not positive", ErrInvalidConfig, interval))
-		}
+	}
+	if ttl <= 0 {
+		errs = append(errs, fmt.Errorf("%w: %v", ErrInvalidTTL, ttl))
 	}
 	switch {
-	case interval == 0 && !b.intervalSet:
+	case interval < 0 || interval == 0 && b.intervalSet:
+		errs = append(errs, fmt.Errorf("%w: watchdog interval %v is not positive", ErrInvalidConfig, interval))
+	case interval == 0:
 		interval = ttl / 3
 	case interval >= ttl && ttl > 0:
 		errs = append(errs, fmt.Errorf("%w: watchdog interval %v is not below the TTL %v", ErrInvalidConfig, interval, ttl))
 	}
-	return ttl, interval, errors.Join(errs...)
+	return ttl, interval, errs
 }
 
 // Acquire takes the lock, waiting as long as ctx allows. It waits without

@@ -1,7 +1,6 @@
 package ashlock
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -84,17 +83,7 @@ func ConnectWith(ctx context.Context, cfg LockConfig, b backend.Backend) (*LockC
 }
 
 func validateConfig(cfg LockConfig) error {
-	var errs []error
-	if cfg.DefaultTTL < 0 {
-		errs = append(errs, fmt.Errorf("%w: DefaultTTL %v", ErrInvalidTTL, cfg.DefaultTTL))
-	}
-	ttl := cmp.Or(cfg.DefaultTTL, defaultTTL)
-	switch {
-	case cfg.WatchdogInterval < 0:
-		errs = append(errs, fmt.Errorf("%w: WatchdogInterval %v is negative", ErrInvalidConfig, cfg.WatchdogInterval))
-	case cfg.WatchdogInterval >= ttl && ttl > 0:
-		errs = append(errs, fmt.Errorf("%w: WatchdogInterval %v is not below DefaultTTL %v", ErrInvalidConfig, cfg.WatchdogInterval, ttl))
-	}
+	_, _, errs := (&LockBuilder{}).timing(&cfg, nil)
 	return errors.Join(errs...)
 }
 
