@@ -65,14 +65,6 @@ func (k *keyState) admitsNew(shared bool, n int32) bool {
 	return k.admitsNext(shared, n)
 }
 
-// mayAdmitNew reports whether a claim of some kind made now could be free
-// at k; when not, no non-fair waiter of k need be looked at. Of the kinds
-// that agree with k's queue, a shared claim is the one the rule admits
-// most readily when n is 1.
-func (k *keyState) mayAdmitNew() bool {
-	return k.admitsNew(k.permits == 1, k.permits)
-}
-
 // mismatch reports whether a claim with n permits may not join k's queue.
 func (k *keyState) mismatch(n int32) bool {
 	return k != nil && !k.queue.empty() && k.permits != n
@@ -154,9 +146,6 @@ func (k *keyState) takePermit() int32 {
 	k.used.Set(p)
 	return int32(p)
 }
-
-// releasePermit marks permit p of k free.
-func (k *keyState) releasePermit(p int32) { k.used.Clear(int(p)) }
 
 // oldestHolder returns the holder of k with the lowest token, or nil. The
 // holders are among the free prefix, which may also have multi-key claims

@@ -73,7 +73,7 @@ func (b *Backend) removeLocked(c *claim, why endReason) {
 	switch c.state {
 	case stateHolding, stateQueued:
 		if c.state == stateHolding && c.permits > 1 {
-			c.first.key.releasePermit(c.permit)
+			c.first.key.used.Clear(int(c.permit))
 		}
 		if !c.isMulti() {
 			// unqueueMultiLocked for one key, spelled out: this is

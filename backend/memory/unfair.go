@@ -38,9 +38,12 @@ func (c *claim) holdsNow() bool {
 }
 
 // admitUnfairLocked lets in the non-fair waiters of k that can now hold
-// all their keys. Each one admitted is woken; the others are not.
+// all their keys. Each one admitted is woken; the others are not. It stops
+// once no claim of any kind made now could be free at k: of the kinds that
+// agree with k's queue, a shared claim is the one the rule admits most
+// readily when n is 1.
 func (b *Backend) admitUnfairLocked(k *keyState) {
-	for e := k.unfair.head; e != nil && k.mayAdmitNew(); {
+	for e := k.unfair.head; e != nil && k.admitsNew(k.permits == 1, k.permits); {
 		// Admitting e's claim takes its entries off the non-fair lists of
 		// its keys, e included, but no other claim's: next stays valid.
 		next := e.next
