@@ -1,6 +1,7 @@
 package ashlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -88,10 +89,7 @@ func validateConfig(cfg LockConfig) error {
 }
 
 func newClient(cfg LockConfig, be backend.Backend) (*LockClient, error) {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(cfg.Logger, slog.Default())
 	m, err := newMetrics(cfg.MeterProvider)
 	if err != nil {
 		return nil, err

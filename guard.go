@@ -94,8 +94,7 @@ func (g *Guard) Key() string { return g.s.claim.Key }
 // Keys returns the keys the guard holds (or held): one for Lock, the sorted
 // set for LockAll. The slice is the caller's.
 func (g *Guard) Keys() []string {
-	c := &g.s.claim
-	return append([]string(nil), c.AllKeys()...)
+	return append([]string(nil), g.s.claim.AllKeys()...)
 }
 
 // Permit returns the permit the guard holds, in 0..n-1 for a lock with
@@ -183,8 +182,7 @@ func (g *Guard) Stamp() (Timestamp, bool) {
 // the watchdog moves it forward with every acknowledged renewal. After the
 // guard has ended it returns the time it ended at the latest.
 func (g *Guard) Deadline() time.Time {
-	s := g.s
-	return s.client.wd.at(s.lease.deadline.Load())
+	return g.s.client.wd.at(g.s.lease.deadline.Load())
 }
 
 // Claim returns the backend's record of the claim, for backend-specific

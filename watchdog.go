@@ -354,12 +354,11 @@ func (wd *watchdog) poison(l *lease, cause error) {
 // may start after it (l's claims then end with its TTL).
 func (wd *watchdog) revokeAsync(l *lease) {
 	wd.mu.Lock()
+	defer wd.mu.Unlock()
 	if wd.mu.closed {
-		wd.mu.Unlock()
 		return
 	}
 	wd.wg.Add(1)
-	wd.mu.Unlock()
 	go func() {
 		defer wd.wg.Done()
 		ctx, cancel := context.WithTimeout(wd.bg, cleanupTimeout)
