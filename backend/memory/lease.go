@@ -136,9 +136,7 @@ func (b *Backend) endLeaseLocked(l *lease, why endReason) {
 		// still further down this list and is removed in turn, its waiter
 		// woken once and finding it gone.
 		next := c.inLease.next
-		if call, ok := b.loseLocked(c, why); ok {
-			lost = append(lost, call)
-		}
+		lost = b.loseLocked(c, why, lost)
 		c = next
 	}
 	// Observers see the lease's end as one change, as on etcd, where a
@@ -211,11 +209,9 @@ func (b *Backend) ExpireKey(key string) bool {
 // holder.
 func (b *Backend) DeleteClaim(key string) bool {
 	return b.onHolder(key, func(h *claim) {
-		call, ok := b.loseLocked(h, endDeleted)
+		lost := b.loseLocked(h, endDeleted, nil)
 		b.flushLocked()
-		if ok {
-			b.notifyLocked([]lostCall{call})
-		}
+		b.notifyLocked(lost)
 	})
 }
 

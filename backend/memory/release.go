@@ -48,23 +48,18 @@ func (b *Backend) findLocked(c *backend.Claim) *claim {
 }
 
 // loseLocked removes c, as removeLocked does, for a reason other than its
-// owner's doing (why is endExpired, endRevoked or endDeleted), and returns
-// the OnLost call owed, if any: only a claim already returned by Acquire
-// gets one, once for all its keys. (A claim lost before that fails its own
-// Acquire instead.)
-func (b *Backend) loseLocked(c *claim, why endReason) (lostCall, bool) {
-	if c.state == stateGone {
-		return lostCall{}, false
-	}
-	var call lostCall
-	owed := c.returned && c.onLost != nil
-	if owed {
+// owner's doing (why is endExpired, endRevoked or endDeleted), and appends
+// the OnLost call owed, if any, to lost: only a claim already returned by
+// Acquire gets one, once for all its keys. (A claim lost before that fails
+// its own Acquire instead.)
+func (b *Backend) loseLocked(c *claim, why endReason, lost []lostCall) []lostCall {
+	if c.state != stateGone && c.returned && c.onLost != nil {
 		// Read before removeLocked, which may recycle c.
 		c.why = why
-		call = lostCall{f: c.onLost, cause: c.endErr()}
+		lost = append(lost, lostCall{f: c.onLost, cause: c.endErr()})
 	}
 	b.removeLocked(c, why)
-	return call, owed
+	return lost
 }
 
 // removeLocked takes c out of the store for reason why: off its keys and
