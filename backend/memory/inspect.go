@@ -27,24 +27,24 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.LockInfo, er
 	if b.closed {
 		return backend.LockInfo{}, errClosed("inspect")
 	}
-	k := b.keys[key]
-	if k == nil {
-		return backend.LockInfo{Key: key}, nil
-	}
-	return stateOf(k, true), nil
+	return b.stateLocked(key, true), nil
 }
 
-// stateOf is what Inspect reports of k (see backend.Describe), with the
-// waiters only if waiters (observers are not told about them). Values are
-// copied: the store replaces a claim's value, and a copy keeps callers away
-// from its memory. b.mu held.
-func stateOf(k *keyState, waiters bool) backend.LockInfo {
+// stateLocked is what Inspect reports of key (see backend.Describe), with
+// the waiters only if waiters (observers are not told about them). Values
+// are copied: the store replaces a claim's value, and a copy keeps callers
+// away from its memory.
+func (b *Backend) stateLocked(key string, waiters bool) backend.LockInfo {
 	// Most queues are short: their claims are listed without allocating.
 	var buf [8]backend.Queued
 	q := buf[:0]
+	var e *entry
+	if k := b.keys[key]; k != nil {
+		e = k.queue.head
+	}
 	// The claims that can hold the key are a prefix of the queue (its free
 	// entries); without waiters there is nothing to look at past it.
-	for e := k.queue.head; e != nil && (waiters || e.free); e = e.next {
+	for ; e != nil && (waiters || e.free); e = e.next {
 		c := e.c
 		permit := backend.NoPermit
 		if c.state == stateHolding {
@@ -61,7 +61,7 @@ func stateOf(k *keyState, waiters bool) backend.LockInfo {
 			Stamp:      c.stamp,
 		})
 	}
-	info := backend.Describe(k.name, q, waiters)
+	info := backend.Describe(key, q, waiters)
 	for i := range info.Holders {
 		info.Holders[i].Value = bytes.Clone(info.Holders[i].Value)
 	}
@@ -124,7 +124,7 @@ func (b *Backend) flushObserversLocked() {
 	o := b.obs
 	for _, k := range o.dirty {
 		if f := o.byKey[k.name]; f != nil {
-			if info := stateOf(k, false); !backend.SameHolders(f.tail.info, info) {
+			if info := b.stateLocked(k.name, false); !backend.SameHolders(f.tail.info, info) {
 				next := &change{info: info, ready: make(chan struct{})}
 				f.tail.next = next
 				close(f.tail.ready)
@@ -155,10 +155,7 @@ func (b *Backend) Observe(ctx context.Context, key string) iter.Seq2[backend.Loc
 		if b.obs == nil {
 			b.obs = &observers{byKey: make(map[string]*feed)}
 		}
-		first := backend.LockInfo{Key: key}
-		if k := b.keys[key]; k != nil {
-			first = stateOf(k, false)
-		}
+		first := b.stateLocked(key, false)
 		f := b.obs.byKey[key]
 		if f == nil {
 			f = &feed{tail: &change{info: first, ready: make(chan struct{})}}
