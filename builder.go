@@ -128,9 +128,7 @@ func (b *LockBuilder) request(req *backend.AcquireRequest) (ttl, interval time.D
 	if len(req.Keys) == 1 {
 		req.Keys = nil // LockAll of one key is checked as one (no permits) and taken as a plain Lock
 	}
-	if req.Owner == "" {
-		req.Owner = c.owner
-	}
+	req.Owner = cmp.Or(req.Owner, c.owner)
 	ttl, interval, errs = b.timing(&c.cfg, errs)
 	return ttl, interval, errors.Join(errs...)
 }
@@ -353,20 +351,15 @@ func (c *LockClient) acquireError(ctx context.Context, l *lease, err error) erro
 		return fmt.Errorf("%w: lease lost while waiting", ErrLeaseExpired)
 	}
 	if errors.Is(err, ErrLeaseExpired) {
-		// The backend no longer knows the lease or dropped the claim. Make
-		// sure the pool stops handing the lease out if it is really gone.
-		c.checkLease(ctx, l)
+		// The backend no longer knows the lease or dropped the claim. Ask
+		// whether the lease still exists and poison it at once if not, so
+		// that the next attempt gets a fresh lease. Bounded by ctx, the
+		// Acquire's: once that has ended there is no next attempt.
+		cctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+		if _, kerr := c.be.KeepAlive(cctx, l.id); errors.Is(kerr, ErrLeaseExpired) {
+			c.wd.loseLease(l, kerr)
+		}
+		cancel()
 	}
 	return withCtx(ctx, err)
-}
-
-// checkLease asks the backend whether l still exists and poisons it at
-// once if not, so that the next attempt gets a fresh lease. It is bounded
-// by ctx, the Acquire's: once that has ended there is no next attempt.
-func (c *LockClient) checkLease(ctx context.Context, l *lease) {
-	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
-	defer cancel()
-	if _, err := c.be.KeepAlive(ctx, l.id); errors.Is(err, ErrLeaseExpired) {
-		c.wd.loseLease(l, err)
-	}
 }
