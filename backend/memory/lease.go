@@ -79,16 +79,14 @@ func (b *Backend) KeepAlive(ctx context.Context, id backend.LeaseID) (time.Durat
 		// Hang like a request stuck on the way to the store, on the
 		// Backend's clock; a close ends the hang, and is reported below.
 		elapsed := make(chan struct{})
-		t := b.clock.AfterFunc(delay, func() { close(elapsed) })
+		defer b.clock.AfterFunc(delay, func() { close(elapsed) }).Stop()
 		select {
 		case <-elapsed:
 		case <-b.done:
 		case <-ctx.Done():
-			t.Stop()
 			return 0, fmt.Errorf("memory: keep-alive of lease %d: renewal delayed by fault injection: %w: %w",
 				id, backend.ErrUnavailable, backend.ContextError(ctx))
 		}
-		t.Stop()
 	}
 
 	b.mu.Lock()
