@@ -401,8 +401,8 @@ func (wd *watchdog) dropLocked(l *lease) bool {
 // still to retry are dropped: revoking their leases removes them.
 func (wd *watchdog) close() map[*lease][]*guardState {
 	wd.mu.Lock()
+	defer wd.mu.Unlock()
 	if wd.mu.closed {
-		wd.mu.Unlock()
 		return nil
 	}
 	wd.mu.closed = true
@@ -418,7 +418,6 @@ func (wd *watchdog) close() map[*lease][]*guardState {
 	}
 	clear(wd.mu.pool)
 	wd.mu.releases = nil
-	wd.mu.Unlock()
 	close(wd.stop)
 	return out
 }
