@@ -128,14 +128,6 @@ func (c *claim) entryAt(i int32) *entry {
 	return &c.x.more[i-1]
 }
 
-// keys returns Claim.Keys: nil unless the claim is multi-key.
-func (c *claim) keys() []string {
-	if c.x == nil {
-		return nil
-	}
-	return c.x.keys
-}
-
 // value returns the value published with the claim.
 func (c *claim) value() []byte {
 	if c.x == nil {
@@ -165,9 +157,13 @@ func (c *claim) wake() {
 
 // export is the Claim handed to Acquire's caller.
 func (c *claim) export() backend.Claim {
+	var keys []string // nil unless the claim is multi-key
+	if c.isMulti() {
+		keys = c.x.keys
+	}
 	return backend.Claim{
 		Key:        c.first.key.name,
-		Keys:       c.keys(),
+		Keys:       keys,
 		ID:         c.id,
 		Lease:      c.lease.id,
 		Token:      c.token,
