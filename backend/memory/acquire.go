@@ -262,10 +262,8 @@ func (b *Backend) finish(c *claim, stamp func(backend.Timestamp) (backend.Timest
 		st, err := stamp(prev)
 		b.mu.Lock()
 		if err != nil {
-			if c.state != stateGone {
-				b.removeLocked(c, endOwn)
-				b.flushLocked()
-			}
+			b.removeLocked(c, endOwn) // nothing if a loss removed it meanwhile
+			b.flushLocked()
 			return backend.Claim{}, fmt.Errorf("memory: acquire %q: stamp: %w", c.first.key.name, err)
 		}
 		if err := b.checkHoldingLocked(c); err != nil {
