@@ -110,10 +110,9 @@ func (g *Guard) Shared() bool { return g.s.claim.Shared }
 // Value returns the value published with the claim: WithValue's, or the
 // last one SetValue stored. The caller must not modify it.
 func (g *Guard) Value() []byte {
-	s := g.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.claim.Value
+	g.s.mu.Lock()
+	defer g.s.mu.Unlock()
+	return g.s.claim.Value
 }
 
 // SetValue replaces the value published with the claim, in one write that
@@ -172,10 +171,9 @@ func (g *Guard) FencingToken() (uint64, error) {
 // Stamp returns the hybrid-logical-clock stamp of the acquisition. The
 // boolean is false when LockConfig.Stamps is off.
 func (g *Guard) Stamp() (Timestamp, bool) {
-	s := g.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.claim.Stamp, s.client.clock != nil
+	g.s.mu.Lock()
+	defer g.s.mu.Unlock()
+	return g.s.claim.Stamp, g.s.client.clock != nil
 }
 
 // Deadline returns the end of the guard's local validity as it stands now:
