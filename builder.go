@@ -128,30 +128,34 @@ func (b *LockBuilder) request(req *backend.AcquireRequest) (ttl, interval time.D
 	if len(req.Keys) == 1 {
 		req.Keys = nil // LockAll of one key is checked as one (no permits) and taken as a plain Lock
 	}
-	if req.Owner == "" {
-		req.Owner = c.owner
-	}
-	ttl = cmp.Or(c.cfg.DefaultTTL, defaultTTL)
+	req.Owner = cmp.Or(req.Owner, c.owner)
+	ttl, interval, errs = b.timing(&c.cfg, errs)
+	return ttl, interval, errors.Join(errs...)
+}
+
+// timing returns the lease TTL and renewal interval of b: its own, else
+// cfg's, else the defaults (30s, a third of the TTL), with their problems
+// appended to errs. Connect checks a LockConfig with an empty builder.
+func (b *LockBuilder) timing(cfg *LockConfig, errs []error) (ttl, interval time.Duration, _ []error) {
+	ttl, interval = cmp.Or(cfg.DefaultTTL, defaultTTL), cfg.WatchdogInterval
 	if b.ttlSet {
 		ttl = b.ttl
-		if ttl <= 0 {
-			errs = append(errs, fmt.Errorf("%w: %v", ErrInvalidTTL, ttl))
-		}
 	}
-	interval = c.cfg.WatchdogInterval
 	if b.intervalSet {
 		interval = b.interval
-		if interval <= 0 {
-			errs = append(errs, fmt.Errorf("%w: watchdog interval %v is not positive", ErrInvalidConfig, interval))
-		}
+	}
+	if ttl <= 0 {
+		errs = append(errs, fmt.Errorf("%w: %v", ErrInvalidTTL, ttl))
 	}
 	switch {
-	case interval == 0 && !b.intervalSet:
+	case interval < 0 || interval == 0 && b.intervalSet:
+		errs = append(errs, fmt.Errorf("%w: watchdog interval %v is not positive", ErrInvalidConfig, interval))
+	case interval == 0:
 		interval = ttl / 3
 	case interval >= ttl && ttl > 0:
 		errs = append(errs, fmt.Errorf("%w: watchdog interval %v is not below the TTL %v", ErrInvalidConfig, interval, ttl))
 	}
-	return ttl, interval, errors.Join(errs...)
+	return ttl, interval, errs
 }
 
 // Acquire takes the lock, waiting as long as ctx allows. It waits without
@@ -198,24 +202,43 @@ func (b *LockBuilder) Do(ctx context.Context, fn func(ctx context.Context, token
 	if err != nil {
 		return err
 	}
-	defer s.unlock(context.WithoutCancel(ctx)) //nolint:errcheck // logged and retried by release
-
-	claim, err := s.check()
-	if err != nil {
-		return err
-	}
-	fnCtx, cancel := newGuardContext(ctx, s)
-	defer cancel(nil)
-	s.setOnEnd(cancel)
-	ferr := fn(fnCtx, claim.Token)
-	s.clearOnEnd()
-	if ferr != nil {
+	ran, ferr, after := s.hold(ctx, fn)
+	switch {
+	case !ran:
+		return after
+	case ferr != nil:
 		return ferr
-	}
-	if _, err := s.check(); errors.Is(err, ErrLeaseExpired) {
-		return err
+	case errors.Is(after, ErrLeaseExpired):
+		return after
 	}
 	return nil
+}
+
+// hold runs fn with s's token and a context derived from ctx that ends the
+// moment the guard does, then releases s (also if fn panics), with a
+// context that the end of ctx does not cut short (unlock bounds it). It
+// reports whether fn ran, fn's error, and why s was no longer valid when
+// fn returned (nil if it was); fn is not called if s or ctx has ended
+// already, and after then says why.
+func (s *guardState) hold(ctx context.Context, fn func(context.Context, uint64) error) (ran bool, ferr, after error) {
+	defer s.unlock(context.WithoutCancel(ctx)) //nolint:errcheck // a failed release is logged and retried by the client
+	fctx, cancel := newGuardContext(ctx, s)
+	defer cancel(nil)
+	// From here the guard's end cancels fctx at once, from whichever
+	// goroutine ends it (the watchdog at the local deadline, the backend's
+	// loss report, Close); if it has ended already, setOnEnd cancels now.
+	s.setOnEnd(cancel)
+	claim, err := s.check()
+	if err == nil {
+		err = fctx.Err()
+	}
+	if err != nil {
+		return false, nil, err
+	}
+	ferr = fn(fctx, claim.Token)
+	s.clearOnEnd()
+	_, after = s.check()
+	return true, ferr, after
 }
 
 func (b *LockBuilder) acquire(ctx context.Context, wait bool) (*guardState, error) {
@@ -328,20 +351,15 @@ func (c *LockClient) acquireError(ctx context.Context, l *lease, err error) erro
 		return fmt.Errorf("%w: lease lost while waiting", ErrLeaseExpired)
 	}
 	if errors.Is(err, ErrLeaseExpired) {
-		// The backend no longer knows the lease or dropped the claim. Make
-		// sure the pool stops handing the lease out if it is really gone.
-		c.checkLease(ctx, l)
+		// The backend no longer knows the lease or dropped the claim. Ask
+		// whether the lease still exists and poison it at once if not, so
+		// that the next attempt gets a fresh lease. Bounded by ctx, the
+		// Acquire's: once that has ended there is no next attempt.
+		cctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+		if _, kerr := c.be.KeepAlive(cctx, l.id); errors.Is(kerr, ErrLeaseExpired) {
+			c.wd.loseLease(l, kerr)
+		}
+		cancel()
 	}
 	return withCtx(ctx, err)
-}
-
-// checkLease asks the backend whether l still exists and poisons it at
-// once if not, so that the next attempt gets a fresh lease. It is bounded
-// by ctx, the Acquire's: once that has ended there is no next attempt.
-func (c *LockClient) checkLease(ctx context.Context, l *lease) {
-	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
-	defer cancel()
-	if _, err := c.be.KeepAlive(ctx, l.id); errors.Is(err, ErrLeaseExpired) {
-		c.wd.loseLease(l, err)
-	}
 }

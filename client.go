@@ -42,7 +42,6 @@ type LockClient struct {
 	namesClaims bool // be names its claims (backend.ClaimNamer): no claim ID to make
 	closed      atomic.Bool
 	closeOnce   sync.Once
-	closeErr    error
 	hubs        hubs // the elections observed through this client (election_observe.go)
 }
 
@@ -85,30 +84,18 @@ func ConnectWith(ctx context.Context, cfg LockConfig, b backend.Backend) (*LockC
 }
 
 func validateConfig(cfg LockConfig) error {
-	var errs []error
-	if cfg.DefaultTTL < 0 {
-		errs = append(errs, fmt.Errorf("%w: DefaultTTL %v", ErrInvalidTTL, cfg.DefaultTTL))
-	}
-	ttl := cmp.Or(cfg.DefaultTTL, defaultTTL)
-	switch {
-	case cfg.WatchdogInterval < 0:
-		errs = append(errs, fmt.Errorf("%w: WatchdogInterval %v is negative", ErrInvalidConfig, cfg.WatchdogInterval))
-	case cfg.WatchdogInterval >= ttl && ttl > 0:
-		errs = append(errs, fmt.Errorf("%w: WatchdogInterval %v is not below DefaultTTL %v", ErrInvalidConfig, cfg.WatchdogInterval, ttl))
-	}
+	_, _, errs := (&LockBuilder{}).timing(&cfg, nil)
 	return errors.Join(errs...)
 }
 
 func newClient(cfg LockConfig, be backend.Backend) (*LockClient, error) {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(cfg.Logger, slog.Default())
 	m, err := newMetrics(cfg.MeterProvider)
 	if err != nil {
 		return nil, err
 	}
 	c := &LockClient{cfg: cfg, be: be, log: log, metrics: m, owner: defaultOwner()}
+	c.hubs.m = make(map[string]*hub)
 	_, c.local = be.(backend.Local)
 	_, c.namesClaims = be.(backend.ClaimNamer)
 	if cfg.Stamps {
@@ -204,16 +191,12 @@ func (c *LockClient) Inspect(ctx context.Context, key string) (LockInfo, error) 
 // releases. The client's goroutines are gone when Close returns. A second
 // Close returns nil; every other method returns ErrClosed afterwards.
 func (c *LockClient) Close(ctx context.Context) error {
-	first := false
+	var err error // stays nil for every Close but the first
 	c.closeOnce.Do(func() {
-		first = true
 		c.closed.Store(true)
-		c.closeErr = c.shutdown(ctx)
+		err = c.shutdown(ctx)
 	})
-	if !first {
-		return nil
-	}
-	return c.closeErr
+	return err
 }
 
 func (c *LockClient) shutdown(ctx context.Context) error {
@@ -235,17 +218,10 @@ func (c *LockClient) shutdown(ctx context.Context) error {
 		for _, g := range guards {
 			g.end(ErrUnlocked) // uncounts it from the held gauge if it was handed out
 		}
-		select {
-		case <-l.ready:
-		default:
-			continue // grant in flight: grant revokes it itself on seeing closed
-		}
 		// One revoke removes every claim on the lease, however many guards
 		// shared it.
-		if l.grantErr == nil {
-			if err := c.be.Revoke(rctx, l.id); err != nil {
-				errs = append(errs, fmt.Errorf("ashlock: revoking lease on close: %w", err))
-			}
+		if err := c.be.Revoke(rctx, l.id); err != nil {
+			errs = append(errs, fmt.Errorf("ashlock: revoking lease on close: %w", err))
 		}
 	}
 	c.wd.wg.Wait()

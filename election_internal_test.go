@@ -9,9 +9,8 @@ import (
 // The hub passes on changes only, never a term older than one seen and
 // never a term that has ended, whatever a backend sends it.
 func TestHubOfferFiltersBackwardsAndRepeats(t *testing.T) {
-	h := &hub{subs: map[*subscriber]struct{}{}}
-	s := &subscriber{signal: make(chan struct{}, 1)}
-	h.subs[s] = struct{}{}
+	start := &state{ready: make(chan struct{})}
+	h := &hub{reg: &hubs{}, tail: start}
 	l := func(token uint64, v string) Leader { return Leader{Name: "e", Token: token, Value: []byte(v)} }
 	for _, in := range []Leader{
 		l(5, "a"),
@@ -28,8 +27,17 @@ func TestHubOfferFiltersBackwardsAndRepeats(t *testing.T) {
 		h.offer(in)
 	}
 	want := []Leader{l(5, "a"), l(5, "b"), l(0, ""), l(7, "c"), {Name: "e", Token: 7, Value: []byte("c"), Owner: "o"}}
-	got, err := h.take(s)
-	assert.NoError(t, err)
+	var got []Leader
+	for at := start; at != h.tail; {
+		select {
+		case <-at.ready:
+		default:
+			t.Fatal("a state with a next one has not woken its readers")
+		}
+		at = at.next
+		assert.NoError(t, at.err)
+		got = append(got, at.leader)
+	}
 	assert.Equal(t, len(want), len(got), "%v", got)
 	for i := range min(len(want), len(got)) {
 		assert.Equal(t, want[i].Token, got[i].Token, "state %d", i)

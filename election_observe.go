@@ -29,8 +29,8 @@ import (
 // error the backend cannot recover from is yielded once, last.
 //
 // All of a client's observers of one election share one observation of
-// the backend (on etcd, one watch), however many there are; each has a
-// queue of its own, so a slow one delays no other.
+// the backend (on etcd, one watch), however many there are; each reads
+// the states at its own pace, so a slow one delays no other.
 func (e *Election) Observe(ctx context.Context) iter.Seq2[Leader, error] {
 	return func(yield func(Leader, error) bool) {
 		c := e.client
@@ -48,22 +48,22 @@ func (e *Election) Observe(ctx context.Context) iter.Seq2[Leader, error] {
 				e.name, c.be, errors.ErrUnsupported))
 			return
 		}
-		h, sub := subscribe(c, obs, e.name)
-		defer h.unsubscribe(sub)
-		for {
-			list, err := h.take(sub)
-			for _, l := range list {
+		h, at := subscribe(c, obs, e.name)
+		defer h.unsubscribe()
+		for ; ; at = at.next {
+			if at.err != nil {
+				yield(Leader{}, at.err)
+				return
+			}
+			if at.have {
+				l := at.leader
 				l.Value = bytes.Clone(l.Value) // each observer its own copy
 				if !yield(l, nil) {
 					return
 				}
 			}
-			if err != nil {
-				yield(Leader{}, err)
-				return
-			}
 			select {
-			case <-sub.signal:
+			case <-at.ready:
 			case <-ctx.Done():
 				return
 			case <-c.wd.stop: // closed by Close
@@ -76,89 +76,70 @@ func (e *Election) Observe(ctx context.Context) iter.Seq2[Leader, error] {
 
 // The observers of one election on one client share a hub: one backend
 // Observe, whose states the hub filters (only changes, never a term older
-// than one seen, never a term that has ended) and hands to every
-// subscriber's queue. A subscriber that joins later starts from the hub's
+// than one seen, never a term that has ended) and appends to the list its
+// subscribers walk. A subscriber that joins later starts from the hub's
 // current state. The hub lives while it has subscribers: the last one to
 // leave cancels its backend Observe, and a hub that ended (the backend
 // closed, say) is forgotten at once, so the next Observe makes a new one.
 
-// hubs holds a client's live hubs, one per election name. The map is made
-// when the client's first observer subscribes.
+// hubs holds a client's live hubs, one per election name, and guards
+// them all: one lock, taken briefly per state and per subscriber.
 type hubs struct {
 	sync.Mutex
 	m map[string]*hub
 }
 
+// A hub's states form a list that grows at its tail: each subscriber walks
+// it from the state that was the tail when it joined, at its own pace, and
+// the states that every subscriber has passed are left to the collector.
+// A subscriber that never reads keeps every state after its own alive.
 type hub struct {
 	reg    *hubs  // the client's hubs, this one among them
 	name   string // the election's
 	cancel context.CancelFunc
 
-	// mu is taken under reg when both are: a hub's subscribers change
-	// under both, so that the last one's leaving and a new one's joining
-	// agree on whether the hub lives.
-	mu     sync.Mutex
-	subs   map[*subscriber]struct{}
-	have   bool   // cur holds a state
-	cur    Leader // the last state passed on
+	// guarded by reg
+	subs   int
+	tail   *state // the last state passed on, or where the list starts
 	maxTok uint64 // the highest term seen
 	ended  bool   // the term maxTok has ended: it never comes back
-	err    error  // the backend Observe's last word, once it has ended
 }
 
-type subscriber struct {
-	queue  []Leader      // guarded by hub.mu
-	signal chan struct{} // cap 1: queue or hub.err has something new
+// state is one state of a hub, or (err set) its last word once the
+// backend's Observe has ended.
+type state struct {
+	have   bool // leader holds a state; false only where the list starts
+	leader Leader
+	err    error
+	next   *state        // set, under the hubs' lock, before ready is closed
+	ready  chan struct{} // closed when next is set
 }
 
 // subscribe adds a subscriber to the hub of (c, name), starting the hub if
-// there is none.
-func subscribe(c *LockClient, obs backend.Observer, name string) (*hub, *subscriber) {
+// there is none, and returns where the subscriber starts in its list.
+func subscribe(c *LockClient, obs backend.Observer, name string) (*hub, *state) {
 	reg := &c.hubs
 	reg.Lock()
-	if reg.m == nil {
-		reg.m = make(map[string]*hub)
-	}
+	defer reg.Unlock()
 	h := reg.m[name]
 	if h == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		h = &hub{reg: reg, name: name, cancel: cancel, subs: make(map[*subscriber]struct{})}
+		h = &hub{reg: reg, name: name, cancel: cancel, tail: &state{ready: make(chan struct{})}}
 		reg.m[name] = h
 		go h.run(ctx, obs)
 	}
-	s := &subscriber{signal: make(chan struct{}, 1)}
-	h.mu.Lock()
-	if h.have {
-		s.queue = append(s.queue, h.cur)
-	}
-	h.subs[s] = struct{}{}
-	h.mu.Unlock()
-	reg.Unlock()
-	return h, s
+	h.subs++
+	return h, h.tail
 }
 
-// unsubscribe removes s; the last subscriber to leave stops the hub.
-func (h *hub) unsubscribe(s *subscriber) {
+// unsubscribe removes a subscriber; the last one to leave stops the hub.
+func (h *hub) unsubscribe() {
 	h.reg.Lock()
 	defer h.reg.Unlock()
-	h.mu.Lock()
-	delete(h.subs, s)
-	last := len(h.subs) == 0
-	h.mu.Unlock()
-	if last {
+	if h.subs--; h.subs == 0 {
 		h.forgetLocked()
 		h.cancel()
 	}
-}
-
-// take returns s's queued states, emptied, and the hub's final error if
-// the hub has ended and s has had every state before it.
-func (h *hub) take(s *subscriber) ([]Leader, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	q := s.queue
-	s.queue = nil
-	return q, h.err
 }
 
 // run serves the hub's backend Observe until ctx is cancelled (the last
@@ -182,9 +163,10 @@ func (h *hub) run(ctx context.Context, obs backend.Observer) {
 // through: a later term, a change of the current term's value or owner,
 // or the end of the current term.
 func (h *hub) offer(l Leader) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.have && l.Token == h.cur.Token && l.Owner == h.cur.Owner && bytes.Equal(l.Value, h.cur.Value) {
+	h.reg.Lock()
+	defer h.reg.Unlock()
+	if cur := h.tail; cur.have && l.Token == cur.leader.Token && l.Owner == cur.leader.Owner &&
+		bytes.Equal(l.Value, cur.leader.Value) {
 		return
 	}
 	switch {
@@ -195,35 +177,28 @@ func (h *hub) offer(l Leader) {
 	case l.Token < h.maxTok || h.ended:
 		return // an older term, or one that has ended: the store cannot mean it
 	}
-	h.have, h.cur = true, l
-	for s := range h.subs {
-		s.queue = append(s.queue, l)
-		notify(s)
-	}
+	h.appendLocked(&state{have: true, leader: l})
 }
 
-// finish records the backend Observe's final error, tells every
-// subscriber, and forgets the hub so that later observers get a new one.
+// finish passes the backend Observe's final error on to every subscriber,
+// and forgets the hub so that later observers get a new one.
 func (h *hub) finish(err error) {
-	h.reg.Lock()
-	h.forgetLocked()
-	h.reg.Unlock()
 	if errors.Is(err, backend.ErrClosed) {
 		err = fmt.Errorf("%w: observe %q: the backend was closed", ErrClosed, h.name)
 	}
-	h.mu.Lock()
-	h.err = err
-	for s := range h.subs {
-		notify(s)
-	}
-	h.mu.Unlock()
+	h.reg.Lock()
+	defer h.reg.Unlock()
+	h.forgetLocked()
+	h.appendLocked(&state{err: err})
 }
 
-func notify(s *subscriber) {
-	select {
-	case s.signal <- struct{}{}:
-	default:
-	}
+// appendLocked makes s the hub's newest state and wakes the subscribers
+// waiting at the one before. h.reg held.
+func (h *hub) appendLocked(s *state) {
+	s.ready = make(chan struct{})
+	h.tail.next = s
+	close(h.tail.ready)
+	h.tail = s
 }
 
 // forgetLocked takes h out of its client's hubs, unless a newer hub of the

@@ -12,7 +12,7 @@ import (
 // A term whose lease's local deadline passed after the campaign won, but
 // before the watchdog's scheduler has run to end the guard: the guard can
 // no longer be trusted (guarantee 3) though nothing has told it yet, so
-// term must not call lead for it, and releases it.
+// hold must not call lead for it, and releases it.
 func TestElectionTermSkipsLeadPastTheDeadline(t *testing.T) {
 	c, err := Connect(context.Background(), LockConfig{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
@@ -28,13 +28,14 @@ func TestElectionTermSkipsLeadPastTheDeadline(t *testing.T) {
 	c.wd.mu.Unlock()
 
 	var tokens []uint64
-	leading, err := e.term(ctx, s, func(_ context.Context, token uint64) error {
+	ran, err, after := s.hold(ctx, func(_ context.Context, token uint64) error {
 		tokens = append(tokens, token)
 		return nil
 	})
 	assert.Empty(t, tokens, "lead called for a term past its local deadline")
-	assert.False(t, leading)
+	assert.False(t, ran)
 	assert.NoError(t, err)
+	assert.ErrorIs(t, after, ErrLeaseExpired)
 	_, err = e.Leader(ctx)
 	assert.ErrorIs(t, err, ErrNoLeader, "the term was not released")
 }

@@ -94,8 +94,7 @@ func (g *Guard) Key() string { return g.s.claim.Key }
 // Keys returns the keys the guard holds (or held): one for Lock, the sorted
 // set for LockAll. The slice is the caller's.
 func (g *Guard) Keys() []string {
-	c := &g.s.claim
-	return append([]string(nil), c.AllKeys()...)
+	return append([]string(nil), g.s.claim.AllKeys()...)
 }
 
 // Permit returns the permit the guard holds, in 0..n-1 for a lock with
@@ -111,10 +110,9 @@ func (g *Guard) Shared() bool { return g.s.claim.Shared }
 // Value returns the value published with the claim: WithValue's, or the
 // last one SetValue stored. The caller must not modify it.
 func (g *Guard) Value() []byte {
-	s := g.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.claim.Value
+	g.s.mu.Lock()
+	defer g.s.mu.Unlock()
+	return g.s.claim.Value
 }
 
 // SetValue replaces the value published with the claim, in one write that
@@ -173,18 +171,16 @@ func (g *Guard) FencingToken() (uint64, error) {
 // Stamp returns the hybrid-logical-clock stamp of the acquisition. The
 // boolean is false when LockConfig.Stamps is off.
 func (g *Guard) Stamp() (Timestamp, bool) {
-	s := g.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.claim.Stamp, s.client.clock != nil
+	g.s.mu.Lock()
+	defer g.s.mu.Unlock()
+	return g.s.claim.Stamp, g.s.client.clock != nil
 }
 
 // Deadline returns the end of the guard's local validity as it stands now:
 // the watchdog moves it forward with every acknowledged renewal. After the
 // guard has ended it returns the time it ended at the latest.
 func (g *Guard) Deadline() time.Time {
-	s := g.s
-	return s.client.wd.at(s.lease.deadline.Load())
+	return g.s.client.wd.at(g.s.lease.deadline.Load())
 }
 
 // Claim returns the backend's record of the claim, for backend-specific
@@ -354,4 +350,38 @@ func (s *guardState) lost(cause error) {
 	if s.end(cause) {
 		s.client.wd.leaveLost(s.lease, s)
 	}
+}
+
+// guardContext is the context Do and Election.Run hand to their function:
+// cancelled, with cause ErrLeaseExpired, the moment the guard ends. The
+// watchdog's timer cancels it at the local deadline, but a process that
+// resumes from a pause longer than its lease runs its goroutines in no set
+// order, so the function could look at its context before that timer has
+// fired. Err therefore checks the guard's deadline itself and, if it has
+// passed, cancels the context before answering: a function that checks
+// Err before acting never acts past the deadline, and Done is closed by
+// the time Err reports the end, as the context contract requires.
+// Contexts derived from it are cancelled with it but check no deadline of
+// their own.
+type guardContext struct {
+	context.Context
+	cancel context.CancelCauseFunc
+	s      *guardState
+}
+
+func newGuardContext(parent context.Context, s *guardState) (*guardContext, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	return &guardContext{Context: ctx, cancel: cancel, s: s}, cancel
+}
+
+// Err returns the context's error, after ending it if the guard is no
+// longer valid by the local clock.
+func (c *guardContext) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if _, err := c.s.check(); err != nil {
+		c.cancel(err)
+	}
+	return c.Context.Err()
 }

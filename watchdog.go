@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ash-lock/ashlock/backend"
@@ -66,9 +67,11 @@ func (wd *watchdog) now() int64 { return int64(time.Since(wd.epoch)) }
 // at converts a lease.deadline value back to a time.Time.
 func (wd *watchdog) at(ns int64) time.Time { return wd.epoch.Add(time.Duration(ns)) }
 
-func (wd *watchdog) nudge() {
+// notify sends a wake-up on ch, a channel of capacity 1, unless one is
+// pending already.
+func notify(ch chan struct{}) {
 	select {
-	case wd.wake <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -152,7 +155,7 @@ func (wd *watchdog) grant(ctx context.Context, l *lease) {
 	}
 	close(l.ready)
 	wd.mu.Unlock()
-	wd.nudge()
+	notify(wd.wake)
 }
 
 // leaveLost unregisters g, whose claim vanished, from l, and has l renewed
@@ -172,7 +175,7 @@ func (wd *watchdog) leaveLost(l *lease, g *guardState) {
 		l.nextRenew = time.Time{}
 	}
 	wd.mu.Unlock()
-	wd.nudge()
+	notify(wd.wake)
 }
 
 // leave unregisters g from its lease. The lease's idleness is noticed by
@@ -210,7 +213,7 @@ func (wd *watchdog) run() {
 // tick handles every lease that is due and returns when it next needs to
 // run (zero: nothing scheduled).
 func (wd *watchdog) tick() time.Time {
-	var expired, idle, renew []*lease
+	var expired, idle []*lease
 	var next time.Time
 	earliest := func(t time.Time) {
 		if next.IsZero() || t.Before(next) {
@@ -225,10 +228,8 @@ func (wd *watchdog) tick() time.Time {
 	}
 	now := time.Now()
 	for _, l := range wd.mu.pool {
-		select {
-		case <-l.ready:
-		default:
-			continue // grant in flight; grant nudges when done
+		if !l.granted {
+			continue // grant in flight; grant wakes the scheduler when done
 		}
 		deadline := wd.at(l.deadline.Load())
 		switch {
@@ -245,8 +246,10 @@ func (wd *watchdog) tick() time.Time {
 				l.idleSince = now // first tick to see it unused
 			}
 			if !l.renewing && !now.Before(l.nextRenew) {
-				l.renewing = true
-				renew = append(renew, l)
+				ctx, cancel := context.WithDeadline(context.Background(), deadline)
+				l.renewing, l.cancelRenew = true, cancel
+				wd.wg.Add(1)
+				go wd.renew(ctx, cancel, l)
 			}
 			earliest(deadline)
 			if !l.renewing {
@@ -256,12 +259,6 @@ func (wd *watchdog) tick() time.Time {
 				earliest(l.idleSince.Add(l.ttl))
 			}
 		}
-	}
-	for _, l := range renew {
-		ctx, cancel := context.WithDeadline(context.Background(), wd.at(l.deadline.Load()))
-		l.cancelRenew = cancel
-		wd.wg.Add(1)
-		go wd.renew(ctx, cancel, l)
 	}
 	wd.mu.Unlock()
 
@@ -329,7 +326,7 @@ func (wd *watchdog) renew(ctx context.Context, cancel context.CancelFunc, l *lea
 		l.nextRenew = time.Time{}
 	}
 	wd.mu.Unlock()
-	wd.nudge()
+	notify(wd.wake)
 }
 
 // errDeadlinePassed is why a guard ends at its lease's local deadline.
@@ -357,12 +354,11 @@ func (wd *watchdog) poison(l *lease, cause error) {
 // may start after it (l's claims then end with its TTL).
 func (wd *watchdog) revokeAsync(l *lease) {
 	wd.mu.Lock()
+	defer wd.mu.Unlock()
 	if wd.mu.closed {
-		wd.mu.Unlock()
 		return
 	}
 	wd.wg.Add(1)
-	wd.mu.Unlock()
 	go func() {
 		defer wd.wg.Done()
 		ctx, cancel := context.WithTimeout(wd.bg, cleanupTimeout)
@@ -399,13 +395,14 @@ func (wd *watchdog) dropLocked(l *lease) bool {
 	return true
 }
 
-// close stops the scheduler and returns every lease it held, with the
-// guards still registered on each. Later joins fail with ErrClosed, and
-// releases still to retry are dropped: revoking their leases removes them.
+// close stops the scheduler and returns every granted lease it held, with
+// the guards still registered on each (a grant in flight revokes its lease
+// itself on seeing closed). Later joins fail with ErrClosed, and releases
+// still to retry are dropped: revoking their leases removes them.
 func (wd *watchdog) close() map[*lease][]*guardState {
 	wd.mu.Lock()
+	defer wd.mu.Unlock()
 	if wd.mu.closed {
-		wd.mu.Unlock()
 		return nil
 	}
 	wd.mu.closed = true
@@ -415,11 +412,128 @@ func (wd *watchdog) close() map[*lease][]*guardState {
 		if c := l.cancelRenew; c != nil {
 			c()
 		}
-		out[l] = l.guards.drain()
+		if l.granted {
+			out[l] = l.guards.drain()
+		}
 	}
 	clear(wd.mu.pool)
 	wd.mu.releases = nil
-	wd.mu.Unlock()
 	close(wd.stop)
+	return out
+}
+
+// leaseKey identifies a pool slot: guards that ask for the same TTL and the
+// same renewal interval share one backend lease, so the cost of renewing
+// does not grow with the number of guards (guarantee 9).
+type leaseKey struct {
+	ttl      time.Duration
+	interval time.Duration
+}
+
+// lease is one backend lease shared by every guard of its leaseKey. Fields
+// marked "guarded" are protected by watchdog.mu.
+type lease struct {
+	key leaseKey
+	// ready is closed once the grant has finished; id, granted, margin and
+	// grantErr are read-only after that.
+	ready    chan struct{}
+	grantErr error
+	id       backend.LeaseID
+	ttl      time.Duration // as granted by the backend
+	margin   time.Duration
+
+	// deadline is the end of local validity, as nanoseconds since the
+	// watchdog's epoch (monotonic). Kept atomic so that FencingToken can
+	// check it without taking the watchdog's lock; written under the lock.
+	deadline atomic.Int64
+
+	// guarded by watchdog.mu
+	granted     bool // the grant succeeded: guards may join without waiting on ready
+	nextRenew   time.Time
+	renewing    bool
+	recheck     bool   // leaveLost came while a renewal was in flight: renew again at once
+	cancelRenew func() // cancels the in-flight renewal, if any
+	guards      guardList
+	idleSince   time.Time // when the scheduler first saw guards empty; zero while in use
+	lost        bool      // poisoned or revoked: never joined again
+}
+
+// margin is how much earlier than the store the client gives up on a lease:
+// about max(100ms, TTL/10), so that a holder stops trusting its lease before
+// the store can expire it and grant the key to someone else, even with some
+// clock-rate drift and scheduling delay. It is capped at a quarter of the
+// TTL so that very short TTLs (tests, the memory backend) stay usable.
+func margin(ttl time.Duration) time.Duration {
+	m := max(100*time.Millisecond, ttl/10)
+	return min(m, ttl/4)
+}
+
+// renewAfter is how long after a renewal's send the next one is due: the
+// interval, but never later than one margin before the local deadline
+// that renewal set, so that the next renewal has time to be answered
+// however close to the TTL the interval was set (an interval is only
+// required to be below the TTL). margin <= ttl/4, so it is above zero.
+func renewAfter(interval, ttl time.Duration) time.Duration {
+	return min(interval, ttl-2*margin(ttl))
+}
+
+// guardList is the set of guards registered with one lease, threaded
+// through the guards themselves (guardState.inLease) so that joining and
+// leaving a lease costs a few pointer writes and no allocation or hashing:
+// this sits on every Acquire and Unlock. The zero value is empty. It is
+// guarded by watchdog.mu, like the rest of the lease's mutable state.
+type guardList struct {
+	head *guardState
+	n    int
+}
+
+// guardLinks are a guard's pointers in its lease's guardList. Whether the
+// guard is in a list at all is guardState.listed, so that a second remove
+// is a no-op.
+type guardLinks struct {
+	prev, next *guardState
+}
+
+func (l *guardList) len() int { return l.n }
+
+func (l *guardList) push(g *guardState) {
+	if g.listed {
+		return
+	}
+	g.inLease, g.listed = guardLinks{next: l.head}, true
+	if l.head != nil {
+		l.head.inLease.prev = g
+	}
+	l.head = g
+	l.n++
+}
+
+func (l *guardList) remove(g *guardState) {
+	if !g.listed {
+		return
+	}
+	ln := &g.inLease
+	if ln.prev != nil {
+		ln.prev.inLease.next = ln.next
+	} else {
+		l.head = ln.next
+	}
+	if ln.next != nil {
+		ln.next.inLease.prev = ln.prev
+	}
+	*ln, g.listed = guardLinks{}, false
+	l.n--
+}
+
+// drain empties the list and returns its guards.
+func (l *guardList) drain() []*guardState {
+	out := make([]*guardState, 0, l.n)
+	for g := l.head; g != nil; {
+		next := g.inLease.next
+		g.inLease, g.listed = guardLinks{}, false
+		out = append(out, g)
+		g = next
+	}
+	*l = guardList{}
 	return out
 }

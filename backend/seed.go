@@ -13,10 +13,10 @@ import (
 // it from LockClient.Close. An opener may block until ctx ends.
 type SeedOpener func(ctx context.Context, seed string) (b Backend, closeAll func() error, err error)
 
-var seeds struct {
+var seeds = struct {
 	sync.RWMutex
 	m map[string]SeedOpener
-}
+}{m: make(map[string]SeedOpener)}
 
 // RegisterSeed makes seeds with the given scheme ("postgres" for
 // "postgres://...") open through open. A package that serves a store calls
@@ -29,9 +29,6 @@ func RegisterSeed(scheme string, open SeedOpener) {
 	}
 	seeds.Lock()
 	defer seeds.Unlock()
-	if seeds.m == nil {
-		seeds.m = make(map[string]SeedOpener)
-	}
 	if _, dup := seeds.m[scheme]; dup {
 		panic(fmt.Sprintf("backend: RegisterSeed(%q) called twice", scheme))
 	}

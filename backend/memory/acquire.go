@@ -44,12 +44,21 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (held
 	if ctx.Err() != nil {
 		return backend.Claim{}, fmt.Errorf("memory: acquire %q: %w", req.Key, backend.ContextError(ctx))
 	}
-	c, ready, err := b.admit(&req, &held)
+	// The check looks only at the request, so it runs before the
+	// Backend's mutex is taken.
+	if err := backend.CheckRequest(&req); err != nil {
+		return backend.Claim{}, fmt.Errorf("memory: acquire %q: %w", req.Key, err)
+	}
+	// No deferred Unlock: this is half of every uncontended cycle, and an
+	// open-coded defer still costs it.
+	b.mu.Lock()
+	c, ready, err := b.admitLocked(&req, &held)
+	b.mu.Unlock()
 	if err != nil {
 		return backend.Claim{}, err
 	}
 	if c == nil {
-		// Held at once and nothing to stamp: admit finished it under the
+		// Held at once and nothing to stamp: admitLocked finished it under the
 		// same lock, into held.
 		return held, nil
 	}
@@ -65,31 +74,16 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (held
 	return b.finish(c, req.Stamp)
 }
 
-// admit puts the request in the store. It returns the claim and, if the
-// request must wait, the channel that will wake it; the caller finishes
-// the claim with finish (or abandon). A request that holds its keys at once
-// and has no stamp to take is finished under the same lock: admit returns a
-// nil claim and writes the finished Claim to held, so the common
-// uncontended Acquire locks the Backend once, not twice. (Both structs are
-// passed by pointer: copying them is a noticeable part of that path.)
-func (b *Backend) admit(req *backend.AcquireRequest, held *backend.Claim) (*claim, chan struct{}, error) {
-	// The check looks only at the request, so it runs before the
-	// Backend's mutex is taken.
-	if err := backend.CheckRequest(req); err != nil {
-		return nil, nil, fmt.Errorf("memory: acquire %q: %w", req.Key, err)
-	}
+// admitLocked puts a valid request in the store. It returns the claim
+// and, if the request must wait, the channel that will wake it; the caller
+// finishes the claim with finish (or abandon). A request that holds its
+// keys at once and has no stamp to take is finished under the same lock:
+// admitLocked returns a nil claim and writes the finished Claim to held,
+// so the common uncontended Acquire locks the Backend once, not twice.
+// (Both structs are passed by pointer: copying them is a noticeable part
+// of that path.)
+func (b *Backend) admitLocked(req *backend.AcquireRequest, held *backend.Claim) (*claim, chan struct{}, error) {
 	n := int32(max(req.Permits, 1))
-	// admitLocked rather than a deferred Unlock: this is half of every
-	// uncontended cycle, and an open-coded defer still costs it.
-	b.mu.Lock()
-	c, ready, err := b.admitLocked(req, held, n)
-	b.mu.Unlock()
-	return c, ready, err
-}
-
-// admitLocked is admit's work under the Backend's mutex, for a valid
-// request with n permits.
-func (b *Backend) admitLocked(req *backend.AcquireRequest, held *backend.Claim, n int32) (*claim, chan struct{}, error) {
 	if b.closed {
 		return nil, nil, errClosed("acquire")
 	}
@@ -268,10 +262,8 @@ func (b *Backend) finish(c *claim, stamp func(backend.Timestamp) (backend.Timest
 		st, err := stamp(prev)
 		b.mu.Lock()
 		if err != nil {
-			if c.state != stateGone {
-				b.removeLocked(c, endStampFailed)
-				b.flushLocked()
-			}
+			b.removeLocked(c, endOwn) // nothing if a loss removed it meanwhile
+			b.flushLocked()
 			return backend.Claim{}, fmt.Errorf("memory: acquire %q: stamp: %w", c.first.key.name, err)
 		}
 		if err := b.checkHoldingLocked(c); err != nil {
@@ -315,7 +307,7 @@ func (b *Backend) abandon(c *claim, err error) error {
 	}
 	// The claim may have just come to hold its keys; removing it hands
 	// them on, so a cancelled request never keeps them.
-	b.removeLocked(c, endCancelled)
+	b.removeLocked(c, endOwn)
 	b.flushLocked()
 	return err
 }

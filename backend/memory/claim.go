@@ -28,13 +28,12 @@ const (
 type endReason uint8
 
 const (
-	endNone endReason = iota
-	endReleased
-	endCancelled
-	endStampFailed
-	endExpired // lease ran out (TTL or ExpireLease/ExpireKey)
-	endRevoked // lease revoked
-	endDeleted // DeleteClaim
+	// endOwn: removed by its own request (released, cancelled, or its
+	// stamp refused), which never asks why.
+	endOwn     endReason = iota
+	endExpired           // lease ran out (TTL or ExpireLease/ExpireKey)
+	endRevoked           // lease revoked
+	endDeleted           // DeleteClaim
 	endClosed
 )
 
@@ -129,14 +128,6 @@ func (c *claim) entryAt(i int32) *entry {
 	return &c.x.more[i-1]
 }
 
-// keys returns Claim.Keys: nil unless the claim is multi-key.
-func (c *claim) keys() []string {
-	if c.x == nil {
-		return nil
-	}
-	return c.x.keys
-}
-
 // value returns the value published with the claim.
 func (c *claim) value() []byte {
 	if c.x == nil {
@@ -166,9 +157,13 @@ func (c *claim) wake() {
 
 // export is the Claim handed to Acquire's caller.
 func (c *claim) export() backend.Claim {
+	var keys []string // nil unless the claim is multi-key
+	if c.isMulti() {
+		keys = c.x.keys
+	}
 	return backend.Claim{
 		Key:        c.first.key.name,
-		Keys:       c.keys(),
+		Keys:       keys,
 		ID:         c.id,
 		Lease:      c.lease.id,
 		Token:      c.token,
@@ -233,4 +228,74 @@ func (b *Backend) recycleLocked(c *claim) {
 		*c = claim{name: c.name}
 		b.free = append(b.free, c)
 	}
+}
+
+// The Backend keeps every collection of claims as an intrusive doubly
+// linked list threaded through the claims themselves: holding a claim
+// costs no map entry or slice slot, and removing one is O(1).
+
+// entryList is a list of entries (a key's queue, or its non-fair waiters)
+// threaded through their prev and next. The zero value is an empty list.
+type entryList struct {
+	head, tail *entry
+}
+
+func (l *entryList) empty() bool { return l.head == nil }
+
+func (l *entryList) pushBack(e *entry) {
+	e.prev, e.next = l.tail, nil
+	if l.tail != nil {
+		l.tail.next = e
+	} else {
+		l.head = e
+	}
+	l.tail = e
+}
+
+func (l *entryList) remove(e *entry) {
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		l.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		l.tail = e.prev
+	}
+	e.prev, e.next = nil, nil
+}
+
+// claimList is a lease's list of claims, threaded through their inLease
+// links. The zero value is an empty list.
+type claimList struct {
+	head, tail *claim
+}
+
+// links are the two pointers of a claim on its lease's list.
+type links struct{ prev, next *claim }
+
+func (l *claimList) pushBack(c *claim) {
+	c.inLease.prev, c.inLease.next = l.tail, nil
+	if l.tail != nil {
+		l.tail.inLease.next = c
+	} else {
+		l.head = c
+	}
+	l.tail = c
+}
+
+func (l *claimList) remove(c *claim) {
+	ln := &c.inLease
+	if ln.prev != nil {
+		ln.prev.inLease.next = ln.next
+	} else {
+		l.head = ln.next
+	}
+	if ln.next != nil {
+		ln.next.inLease.prev = ln.prev
+	} else {
+		l.tail = ln.prev
+	}
+	ln.prev, ln.next = nil, nil
 }

@@ -18,6 +18,14 @@ func internalRequest(key string, l backend.Lease, fair bool) backend.AcquireRequ
 	return backend.AcquireRequest{Key: key, ID: key + fmt.Sprint(time.Now().UnixNano()), Lease: l.ID, Wait: true, Fair: fair}
 }
 
+// admit is Acquire's admission of a valid request, for tests that drive a
+// claim by hand.
+func (b *Backend) admit(req *backend.AcquireRequest, held *backend.Claim) (*claim, chan struct{}, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.admitLocked(req, held)
+}
+
 // enqueue is admit for tests that drive a claim by hand: the claim is
 // always returned, never finished by admit (which finishes only requests
 // without a Stamp; the test passes its own to finish).

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -23,7 +24,7 @@ func (b *Backend) Release(_ context.Context, c backend.Claim) error {
 		return errClosed("release")
 	}
 	if x := b.findLocked(&c); x != nil {
-		b.removeLocked(x, endReleased)
+		b.removeLocked(x, endOwn)
 		b.flushLocked()
 	}
 	b.mu.Unlock()
@@ -47,23 +48,18 @@ func (b *Backend) findLocked(c *backend.Claim) *claim {
 }
 
 // loseLocked removes c, as removeLocked does, for a reason other than its
-// owner's doing (why is endExpired, endRevoked or endDeleted), and returns
-// the OnLost call owed, if any: only a claim already returned by Acquire
-// gets one, once for all its keys. (A claim lost before that fails its own
-// Acquire instead.)
-func (b *Backend) loseLocked(c *claim, why endReason) (lostCall, bool) {
-	if c.state == stateGone {
-		return lostCall{}, false
-	}
-	var call lostCall
-	owed := c.returned && c.onLost != nil
-	if owed {
+// owner's doing (why is endExpired, endRevoked or endDeleted), and appends
+// the OnLost call owed, if any, to lost: only a claim already returned by
+// Acquire gets one, once for all its keys. (A claim lost before that fails
+// its own Acquire instead.)
+func (b *Backend) loseLocked(c *claim, why endReason, lost []lostCall) []lostCall {
+	if c.state != stateGone && c.returned && c.onLost != nil {
 		// Read before removeLocked, which may recycle c.
 		c.why = why
-		call = lostCall{f: c.onLost, cause: c.endErr()}
+		lost = append(lost, lostCall{f: c.onLost, cause: c.endErr()})
 	}
 	b.removeLocked(c, why)
-	return call, owed
+	return lost
 }
 
 // removeLocked takes c out of the store for reason why: off its keys and
@@ -73,7 +69,7 @@ func (b *Backend) removeLocked(c *claim, why endReason) {
 	switch c.state {
 	case stateHolding, stateQueued:
 		if c.state == stateHolding && c.permits > 1 {
-			c.first.key.releasePermit(c.permit)
+			c.first.key.used.Clear(int(c.permit))
 		}
 		if !c.isMulti() {
 			// unqueueMultiLocked for one key, spelled out: this is
@@ -90,10 +86,7 @@ func (b *Backend) removeLocked(c *claim, why endReason) {
 			b.unqueueMultiLocked(c)
 		}
 	case stateWaitingUnfair:
-		for i := range c.nKeys() {
-			e := c.entryAt(i)
-			e.key.unfair.remove(e)
-		}
+		c.leaveUnfair()
 	case stateGone:
 		return
 	}
@@ -203,4 +196,41 @@ func (c *claim) endErr() error {
 	// Released, cancelled or stamp-failed claims are removed by their own
 	// request, which never asks for this.
 	return fmt.Errorf("memory: claim on %q: removed: %w", name, backend.ErrLeaseExpired)
+}
+
+// SetValue replaces the value published with c, which Inspect shows at
+// each of its keys, with a copy of v. The claim is found as Release finds
+// it (by c.Key, c.ID and c.Token), so the write compares on its identity:
+// if the store no longer has the claim holding its keys, SetValue changes
+// nothing and returns an error wrapping backend.ErrLeaseExpired. A v over
+// backend.MaxValueLen bytes, or over backend.MaxValueTotal bytes for all
+// of c's keys together, is backend.ErrInvalidConfig. SetValue does not
+// block; it fails with ctx's error if ctx has already ended, and with
+// backend.ErrClosed after Close.
+//
+// The old value is replaced, not written into: Claim.Value slices handed
+// out earlier keep the value they had.
+func (b *Backend) SetValue(ctx context.Context, c backend.Claim, v []byte) error {
+	if err := backend.CheckValue(v, len(c.AllKeys())); err != nil {
+		return fmt.Errorf("memory: set value on %q: %w: %w", c.Key, backend.ErrInvalidConfig, err)
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("memory: set value on %q: %w", c.Key, backend.ContextError(ctx))
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return errClosed("set value")
+	}
+	x := b.findLocked(&c)
+	if x == nil || x.state != stateHolding {
+		return fmt.Errorf("memory: set value on %q: claim with token %d is gone: %w",
+			c.Key, c.Token, backend.ErrLeaseExpired)
+	}
+	x.extra().value = bytes.Clone(v)
+	if b.obs != nil {
+		b.obs.markLocked(x)
+	}
+	b.flushLocked()
+	return nil
 }
