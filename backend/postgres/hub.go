@@ -278,8 +278,10 @@ func (h *hub) observed() []string {
 
 // resync tells every waiter and observer to read again, after the
 // listener missed events while reconnecting, and returns the holdings to
-// verify. Observers get a gap event with their key's queue from snaps, if
-// it has the key.
+// verify: those held, and those still being acquired, since an Acquire
+// that has recorded its admission reads the queues no more, and its
+// claim's delete may be among the events missed. Observers get a gap
+// event with their key's queue from snaps, if it has the key.
 func (h *hub) resync(snaps map[string]*snapshot, lost time.Time) []*holding {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -292,7 +294,7 @@ func (h *hub) resync(snaps map[string]*snapshot, lost time.Time) []*holding {
 	seen := make(map[*holding]bool)
 	var out []*holding
 	for _, c := range h.holders {
-		if c.state == held && !seen[c] {
+		if (c.state == held || c.state == acquiring) && !seen[c] {
 			seen[c] = true
 			out = append(out, c)
 		}

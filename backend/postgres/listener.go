@@ -30,8 +30,8 @@ const (
 // listen delivers the channel's notifications until ctx ends. When the
 // connection fails it connects again, with backoff, and then every waiter
 // reads again once, every observer resumes from a read of its key's queue
-// (see rejoin) and every holder's claim is checked once: the
-// notifications sent meanwhile are lost.
+// (see rejoin) and every claim held or being acquired is checked once:
+// the notifications sent meanwhile are lost.
 func (b *Backend) listen(ctx context.Context, conn *pgx.Conn) {
 	defer func() {
 		if conn != nil {
@@ -122,10 +122,11 @@ func (b *Backend) rejoin(ctx context.Context) (*pgx.Conn, map[string]*snapshot) 
 	}
 }
 
-// verify checks once that a held claim still has every row, after the
-// listener missed events; a claim found gone is lost. A check that cannot
-// reach the server is tried again, with backoff, until ctx ends: the
-// client's own lease deadline covers the meantime.
+// verify checks once that a claim held or being acquired still has every
+// row, after the listener missed events; a claim found gone is lost (its
+// Acquire, if it has not returned, then fails: see promote). A check that
+// cannot reach the server is tried again, with backoff, until ctx ends:
+// the client's own lease deadline covers the meantime.
 func (b *Backend) verify(ctx context.Context, c *holding) {
 	keys := make([]string, len(c.refs))
 	for i, r := range c.refs {

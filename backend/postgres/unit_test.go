@@ -4,6 +4,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/ash-lock/ashlock/backend"
 )
@@ -62,4 +65,26 @@ func TestParseEvent(t *testing.T) {
 			t.Errorf("parseEvent(%q) accepted", p)
 		}
 	}
+}
+
+// After the listener reconnects, a claim still being acquired is checked
+// as a held one is: its Acquire may have recorded its admission already,
+// and so read the queues no more, while its delete was among the events
+// the listener missed. Found gone, it is lost, and Acquire does not return
+// it; no OnLost call is owed for it.
+func TestResyncChecksClaimsBeingAcquired(t *testing.T) {
+	h := newHub()
+	w := h.addWaiter([]string{"k"})
+	defer h.dropWaiter(w)
+	held := &holding{refs: []ref{{key: "h", token: 3}}, name: "held"}
+	h.hold(held, h.addWaiter([]string{"h"}))
+	require.True(t, h.promote(held))
+	acquiring := &holding{refs: []ref{{key: "k", token: 7}}, name: "acquiring"}
+	h.hold(acquiring, w)
+
+	require.ElementsMatch(t, []*holding{held, acquiring}, h.resync(nil, time.Now()))
+
+	_, owed := h.lose(acquiring) // verify found its rows gone
+	require.False(t, owed, "an OnLost call owed for a claim Acquire has not returned")
+	require.False(t, h.promote(acquiring), "Acquire would return a claim found gone")
 }

@@ -22,8 +22,29 @@ type counter struct {
 	stmts, roundTrips, renewals, pings atomic.Int64
 	reaps                              atomic.Int64 // among stmts: see reap
 
-	mu     sync.Mutex
-	pinged map[*pgx.Conn]bool // a ping not yet attributed to a statement
+	mu        sync.Mutex
+	pinged    map[*pgx.Conn]bool // a ping not yet attributed to a statement
+	recording bool               // see record
+	recorded  []string
+}
+
+// record starts (on) or stops keeping the text of every statement sent,
+// renewals excepted, in the order sent (a batch's one by one); stopping
+// returns what was kept.
+func (c *counter) record(on bool) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.recorded
+	c.recording, c.recorded = on, nil
+	return out
+}
+
+func (c *counter) keep(sql ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.recording {
+		c.recorded = append(c.recorded, sql...)
+	}
 }
 
 // counts is a snapshot of a counter.
@@ -68,6 +89,7 @@ func (c *counter) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.Tra
 	if strings.Contains(d.SQL, reap) {
 		c.reaps.Add(1)
 	}
+	c.keep(d.SQL)
 	c.stmts.Add(1)
 	c.roundTrips.Add(1)
 	return ctx
@@ -78,6 +100,9 @@ func (c *counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndDat
 func (c *counter) TraceBatchStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
 	if c.takePing(conn) {
 		c.pings.Add(1)
+	}
+	for _, q := range d.Batch.QueuedQueries {
+		c.keep(q.SQL)
 	}
 	c.stmts.Add(int64(d.Batch.Len()))
 	c.roundTrips.Add(1)

@@ -53,19 +53,30 @@ var quiet = slog.New(slog.DiscardHandler)
 // b.Cleanup.
 func newAshlock(b testing.TB, db, app string, ctr *counter) *ashlock.LockClient {
 	b.Helper()
+	c, closeAll := openAshlock(b, db, app, ctr)
+	b.Cleanup(closeAll)
+	return c
+}
+
+// openAshlock is newAshlock, with the client and its Backend closed by
+// the function it returns (the pool still in b.Cleanup).
+func openAshlock(b testing.TB, db, app string, ctr *counter) (*ashlock.LockClient, func()) {
+	b.Helper()
 	ctx, cancel := callCtx()
 	defer cancel()
 	be, err := postgres.New(ctx, newPool(b, db, app, ctr), postgres.WithSchema(schema))
 	if err != nil {
 		b.Fatalf("postgres.New: %v", err)
 	}
-	b.Cleanup(func() { be.Close() })
 	c, err := ashlock.ConnectWith(ctx, ashlock.LockConfig{DefaultTTL: benchTTL, Logger: quiet}, be)
 	if err != nil {
+		be.Close()
 		b.Fatalf("ConnectWith: %v", err)
 	}
-	b.Cleanup(func() { c.Close(context.Background()) })
-	return c
+	return c, func() {
+		c.Close(context.Background())
+		be.Close()
+	}
 }
 
 // floorClient sends backend/postgres's statements for an exclusive lock by
@@ -99,7 +110,7 @@ const (
 // channel as mode says, and grants its lease.
 func newFloorClient(b testing.TB, db, app string, ctr *counter, key, name string, mode listenMode) *floorClient {
 	b.Helper()
-	f := &floorClient{conn: newConn(b, db, app, ctr), sql: newFloorSQL(schema), keys: []string{key}, key: key, name: name}
+	f := &floorClient{conn: newConn(b, db, app, ctr), sql: floorStatements(b), keys: []string{key}, key: key, name: name}
 	f.listener = f.conn
 	if mode == listenApart || mode == listenIdle {
 		f.listener = newConn(b, db, app+"-listener", ctr)

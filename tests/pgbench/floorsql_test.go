@@ -1,56 +1,120 @@
 package pgbench_test
 
-import "fmt"
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
 
 // floorSQL holds the statements backend/postgres sends for an exclusive
-// lock, copied verbatim from its statements.go (a change there must be
-// copied here, or the floor measures another protocol): the enqueue
-// batch, the waiter's read and admission, and the release. %[1]s is the
-// schema.
+// lock, as recordFloorSQL recorded them from a live handoff: the lease's
+// grant, the enqueue batch, the waiter's read and admission, and the
+// release. The floor sends these very texts, so that it measures the
+// protocol the backend runs: a change to its statements reaches the
+// floor by itself.
 type floorSQL struct {
 	grant, lockKeys, bumpToken, reapSkip, insert, readQueue, status, admit, release string
 }
 
-func newFloorSQL(schema string) floorSQL {
-	f := func(q string) string { return fmt.Sprintf(q, schema) }
-	return floorSQL{
-		grant: f(`INSERT INTO %[1]s.leases (expires_at, ttl)
-			VALUES (clock_timestamp() + $1::bigint * interval '1 microsecond', $1::bigint * interval '1 microsecond')
-			RETURNING id`),
-		lockKeys: f(`INSERT INTO %[1]s.keys AS k (key, last_token)
-			SELECT x, 0 FROM unnest($1::text[]) AS x ORDER BY x
-			ON CONFLICT (key) DO UPDATE SET last_token = k.last_token`),
-		bumpToken: f(`UPDATE %[1]s.keys SET last_token =
-			(SELECT greatest(max(last_token) + 1, nextval('%[1]s.tokens')) FROM %[1]s.keys WHERE key = ANY($1))
-			WHERE key = ANY($1)`),
-		reapSkip: f(`DELETE FROM %[1]s.leases WHERE id IN (
-			SELECT id FROM %[1]s.leases
-			WHERE id IN (SELECT lease_id FROM %[1]s.claims WHERE key = ANY($1)) AND expires_at < clock_timestamp()
-			FOR UPDATE SKIP LOCKED)`),
-		insert: f(`INSERT INTO %[1]s.claims
-			(key, token, lease_id, name, shared, permits, permit, admitted, owner, value, keys, acquired_at)
-			SELECT k.key, k.last_token, $2, $3, $4, $5,
-				CASE WHEN e.empty OR $11 THEN $12 ELSE -1 END,
-				e.empty OR $11, $6, $7, $8,
-				CASE WHEN e.empty OR $11 THEN clock_timestamp() END
-			FROM %[1]s.keys k,
-				(SELECT NOT EXISTS (SELECT 1 FROM %[1]s.claims WHERE key = ANY($1)) AS empty) e
-			WHERE k.key = ANY($1)
-				AND ($9 OR e.empty OR $11)
-				AND ($10::bigint[] IS NULL OR NOT EXISTS (
-					SELECT 1 FROM %[1]s.claims c JOIN unnest($1::text[], $10::bigint[]) AS u (k, t) ON c.key = u.k
-					WHERE c.token > u.t))
-				AND NOT EXISTS (SELECT 1 FROM %[1]s.claims WHERE key = ANY($1) AND permits <> $5)
-				AND EXISTS (SELECT 1 FROM %[1]s.leases WHERE id = $2 AND expires_at > clock_timestamp())`),
-		readQueue: f(`SELECT c.key, c.token, c.name, c.lease_id, c.shared, c.permits, c.permit, c.admitted,
-				c.acquired_at, (extract(epoch FROM l.expires_at - clock_timestamp()) * 1e6)::bigint
-			FROM %[1]s.claims c JOIN %[1]s.leases l ON l.id = c.lease_id
-			WHERE c.key = ANY($1) ORDER BY c.key, c.token`),
-		status: f(`SELECT coalesce((SELECT expires_at > clock_timestamp() FROM %[1]s.leases WHERE id = $1), false)`),
-		admit: f(`UPDATE %[1]s.claims SET admitted = true, permit = $4, acquired_at = clock_timestamp(), ver = ver + 1
-			WHERE key = ANY($1) AND token = $2 AND name = $3
-				AND EXISTS (SELECT 1 FROM %[1]s.leases WHERE id = $5 AND expires_at > clock_timestamp())
-			RETURNING acquired_at`),
-		release: f(`DELETE FROM %[1]s.claims WHERE key = ANY($1) AND token = $2 AND name = $3`),
+// recorded is the run's floorSQL, recorded once.
+var recorded struct {
+	mu  sync.Mutex
+	sql *floorSQL
+}
+
+// floorStatements returns the statements of a handoff, recording them on
+// the first call of the run (see recordFloorSQL).
+func floorStatements(b testing.TB) floorSQL {
+	b.Helper()
+	recorded.mu.Lock()
+	defer recorded.mu.Unlock()
+	if recorded.sql == nil {
+		s := recordFloorSQL(b)
+		recorded.sql = &s
 	}
+	return *recorded.sql
+}
+
+// recordFloorSQL records the statements of one handoff between two
+// ashlock clients on Backends of their own, in a database of its own: a
+// holder that takes the free key and releases it once the waiter has
+// queued, and a waiter that takes the key then. It is the first Acquire
+// of each client, so each grants its lease first. The holder sends the
+// grant, the enqueue batch and the release; the waiter the grant, the
+// same batch, one or more reads of the queue, its admission and its
+// release. Anything else fails b: the floor would no longer be the
+// backend's protocol.
+func recordFloorSQL(b testing.TB) floorSQL {
+	b.Helper()
+	db := newDatabase(b)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hctr, wctr := &counter{}, &counter{}
+	hc, closeHolder := openAshlock(b, db, "floor-recording-holder", hctr)
+	defer closeHolder()
+	wc, closeWaiter := openAshlock(b, db, "floor-recording-waiter", wctr)
+	defer closeWaiter()
+	watch, closeWatch := openAshlock(b, db, "floor-recording-watch", &counter{})
+	defer closeWatch()
+
+	hctr.record(true)
+	wctr.record(true)
+	g, err := hc.Lock("k").Acquire(ctx)
+	if err != nil {
+		b.Fatalf("floor recording: the holder's Acquire: %v", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		w, err := wc.Lock("k").Acquire(ctx)
+		if err == nil {
+			err = w.Unlock(ctx)
+		}
+		got <- err
+	}()
+	for {
+		info, err := watch.Inspect(ctx, "k")
+		if err != nil {
+			b.Fatalf("floor recording: inspect: %v", err)
+		}
+		if len(info.Waiters) == 1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			b.Fatal("floor recording: the waiter never queued")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if err := g.Unlock(ctx); err != nil {
+		b.Fatalf("floor recording: the holder's Unlock: %v", err)
+	}
+	if err := <-got; err != nil {
+		b.Fatalf("floor recording: the waiter: %v", err)
+	}
+	h, w := hctr.record(false), wctr.record(false)
+
+	// h: grant, the batch's six statements, release.
+	if len(h) != 8 || len(w) < 10 {
+		b.Fatalf("floor recording: the holder sent %d statements (want 8), the waiter %d (want 10 or more):\n%s\n--\n%s",
+			len(h), len(w), strings.Join(h, "\n"), strings.Join(w, "\n"))
+	}
+	s := floorSQL{
+		grant: h[0], lockKeys: h[1], bumpToken: h[2], reapSkip: h[3], insert: h[4], readQueue: h[5], status: h[6],
+		release: h[7], admit: w[len(w)-2],
+	}
+	reads := w[7 : len(w)-2]
+	switch {
+	case !slices.Equal(w[:7], h[:7]):
+		b.Fatalf("floor recording: the waiter's grant and enqueue differ from the holder's:\n%s\n--\n%s",
+			strings.Join(w[:7], "\n"), strings.Join(h[:7], "\n"))
+	case w[len(w)-1] != s.release:
+		b.Fatalf("floor recording: the waiter's last statement is not the holder's release: %s", w[len(w)-1])
+	case slices.ContainsFunc(reads, func(q string) bool { return q != s.readQueue }):
+		b.Fatalf("floor recording: the waiter sent more than reads of the queue between its enqueue and its admission:\n%s",
+			strings.Join(reads, "\n"))
+	}
+	return s
 }
