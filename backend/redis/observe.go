@@ -26,10 +26,13 @@ import (
 // the last state yielded: every change is reported in order, however
 // fast the changes come and however slow the consumer is.
 //
-// When the subscriber's connection breaks, the messages published until
-// its channels are subscribed again are lost: each observer drops what
-// arrives meanwhile and reads its queue again once they are. Changes
-// inside that gap may be missed, never reordered.
+// When the subscriber's connection breaks, or what it receives cannot be
+// trusted to be whole (see listen), the messages published until its
+// channels are subscribed again on a new connection may be lost: each
+// observer drops what arrives meanwhile and reads its queue again once
+// they are. Changes inside that gap, from the last ping the server
+// answered before it to that read, may be missed, never reordered; the
+// hook set by WithSubscriberGapHook is told of each.
 //
 // A holder whose lease ends is reaped by whoever learns of it first:
 // the Backend, told by the lease's keyspace notification, or the
@@ -120,7 +123,11 @@ func (v *view) run(ctx context.Context, w *watcher) error {
 		for _, it := range v.b.reg.take(v.o) {
 			var err error
 			if it.resync {
+				// The gap lasts until this read.
 				err = v.resync(ctx, false)
+				if err == nil && v.b.onGap != nil {
+					v.b.onGap(it.from, time.Now())
+				}
 			} else {
 				err = v.apply(it.msg)
 			}
