@@ -17,7 +17,7 @@ import (
 // silently lost answers nothing, but a write to it may still succeed).
 const (
 	pingEvery   = 2 * time.Second
-	silentLimit = 2
+	silentLimit = 3
 	// cleanupTimeout bounds the calls a Backend makes on its own behalf:
 	// removing the claim of a failed Acquire, reaping an ended lease.
 	cleanupTimeout = 5 * time.Second

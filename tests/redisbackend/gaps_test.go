@@ -80,10 +80,10 @@ func (p *splitProxy) arm(marker string) <-chan struct{} {
 }
 
 // take reports whether chunk is the one to split, disarming the proxy.
-func (p *splitProxy) take(chunk []byte) (chan struct{}, bool) {
+func (p *splitProxy) take(chunk []byte, fromServer bool) (chan struct{}, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.marker == nil || !bytes.Contains(chunk, p.marker) {
+	if !fromServer || p.marker == nil || !bytes.Contains(chunk, p.marker) {
 		return nil, false
 	}
 	p.marker = nil
@@ -97,7 +97,7 @@ func (p *splitProxy) pipe(src, dst net.Conn, fromServer bool) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			chunk := buf[:n]
-			if done, ok := p.take(chunk); fromServer && ok {
+			if done, ok := p.take(chunk, fromServer); ok {
 				cut := bytes.LastIndexByte(chunk, '$')
 				_, werr := dst.Write(chunk[:cut])
 				if werr == nil {
@@ -229,7 +229,7 @@ func TestObserveReportsTheGapOfACutOffSubscriber(t *testing.T) {
 		hold time.Duration
 	}{
 		{"connection lost", func(p *redistest.Proxy) { p.Reset() }, 2 * time.Second},
-		{"connection silent", func(*redistest.Proxy) {}, 7 * time.Second},
+		{"connection silent", func(*redistest.Proxy) {}, 10 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := ctxFor(t)
