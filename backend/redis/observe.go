@@ -97,7 +97,10 @@ func (v *view) run(ctx context.Context, w *watcher) error {
 	if err := v.subscribe(ctx, w); err != nil {
 		return err
 	}
-	if err := v.resync(ctx, true); err != nil {
+	if err := v.resync(ctx); err != nil {
+		return err
+	}
+	if err := v.emit(true); err != nil {
 		return err
 	}
 	timer := time.NewTimer(time.Hour)
@@ -123,10 +126,13 @@ func (v *view) run(ctx context.Context, w *watcher) error {
 		for _, it := range v.b.reg.take(v.o) {
 			var err error
 			if it.resync {
-				// The gap lasts until this read.
-				err = v.resync(ctx, false)
-				if err == nil && v.b.onGap != nil {
-					v.b.onGap(it.from, time.Now())
+				// The gap lasts until this read; it is reported before
+				// the state after it is yielded.
+				if err = v.resync(ctx); err == nil {
+					if v.b.onGap != nil {
+						v.b.onGap(it.from, time.Now())
+					}
+					err = v.emit(false)
 				}
 			} else {
 				err = v.apply(it.msg)
@@ -203,16 +209,15 @@ func (v *view) apply(m keyMessage) error {
 }
 
 // resync replaces the copy with one read of the queue, retried every
-// second while Redis cannot be reached, and yields the state if always
-// is set or it differs from the last one yielded.
-func (v *view) resync(ctx context.Context, always bool) error {
+// second while Redis cannot be reached.
+func (v *view) resync(ctx context.Context) error {
 	for {
 		order, q, err := v.b.observeRead(ctx, v.key)
 		if err == nil {
 			v.claims, v.order = q, order
 			clear(v.ends)
 			v.noteEnds(q)
-			return v.emit(always)
+			return nil
 		}
 		if err := v.pause(ctx); err != nil {
 			return err

@@ -3,6 +3,7 @@ package redisbackend
 import (
 	"bytes"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -201,6 +202,7 @@ func TestWaiterDistrustsAReplyCutByItsReadDeadline(t *testing.T) {
 	require.NoError(t, err)
 	w := startAcquire(t, wb, request("cut-waited", l, "W"))
 	awaitWaiting(t, hb, "cut-waited", 1)
+	awaitSubscribed(t, "{"+prefix+"}e:"+strconv.FormatUint(holder.Token, 10))
 
 	split := p.arm("cut-waited")
 	require.NoError(t, hb.Release(ctx, holder))
@@ -262,5 +264,22 @@ func TestObserveReportsTheGapOfACutOffSubscriber(t *testing.T) {
 			assert.Equal(t, heldBy("end", end, ""), holders(next(t, states)), "a state of the gap observed, or the state after it missed")
 			gaps.covers(t, began, ended)
 		})
+	}
+}
+
+// awaitSubscribed polls PUBSUB NUMSUB until a connection has subscribed
+// to channel (nothing announces it).
+func awaitSubscribed(t *testing.T, channel string) {
+	t.Helper()
+	c := client(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := c.PubSubNumSub(ctxFor(t), channel).Result()
+		require.NoError(t, err)
+		if n[channel] > 0 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "nobody subscribed to %q", channel)
+		time.Sleep(5 * time.Millisecond)
 	}
 }
