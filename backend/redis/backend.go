@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -24,6 +25,7 @@ type Backend struct {
 	log    *slog.Logger
 	reg    *registry
 	notify bool // keyspace notifications of lease ends were on at New
+	onGap  func(from, to time.Time)
 
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
@@ -65,7 +67,7 @@ func New(ctx context.Context, c goredis.UniversalClient, opts ...Option) (*Backe
 	if o.logger == nil {
 		o.logger = slog.Default()
 	}
-	b := &Backend{c: c, lay: lay, db: dbOf(c), log: o.logger, done: make(chan struct{})}
+	b := &Backend{c: c, lay: lay, db: dbOf(c), log: o.logger, onGap: o.onGap, done: make(chan struct{})}
 	b.reg = newRegistry(lay, sender{b})
 	b.checkNotifications(ctx)
 	ps, err := b.subscribe(ctx)
@@ -133,7 +135,7 @@ func (b *Backend) Close() error {
 		ps := b.ps
 		b.mu.Unlock()
 		_ = ps.Close()
-		b.reg.resubscribed() // wakes every watcher, which then sees done
+		b.reg.wakeAll() // every watcher and observer then sees done
 	})
 	if !first {
 		return nil

@@ -11,10 +11,10 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// Timing of the subscriber connection's health checks: after pingEvery of
-// silence it sends a PING, and after silentLimit such periods in a row it
-// replaces the connection (a server frozen or a connection silently lost
-// answers nothing, but a write to it may still succeed).
+// Timing of the subscriber connection's health checks: it sends a PING
+// every pingEvery, and replaces the connection when silentLimit of them in
+// a row have had no answer by the next (a server frozen or a connection
+// silently lost answers nothing, but a write to it may still succeed).
 const (
 	pingEvery   = 2 * time.Second
 	silentLimit = 3
@@ -87,57 +87,64 @@ func (s sender) ping(seq uint64) {
 }
 
 // listen reads the subscription until ctx ends, dispatching events to the
-// registry. A confirmation of a subscription after the first ones means
-// the connection was replaced and events may have been lost meanwhile:
-// every waiter then reads its queue again.
+// registry. A confirmation of the pattern after the first one means the
+// connection was replaced and events may have been lost meanwhile: every
+// waiter and observer then reads its queue again.
+//
+// What the listener cannot account for breaks the stream as a lost
+// connection does: an error other than a read's timeout, or an answer to
+// a ping it never sent. A read that times out in the middle of a reply
+// (its first bytes came, the rest was held up past the deadline) leaves
+// go-redis reading from inside it, and the rest then parses as bulk
+// strings - pongs - silently, the message lost; every ping is numbered so
+// that this shows. go-redis replaces a connection only when it finds it
+// broken, so the listener replaces it itself, once its backoff is over.
 func (b *Backend) listen(ctx context.Context) {
 	defer b.wg.Done()
 	silent, backoff := 0, 10*time.Millisecond
+	tick := time.Now().Add(pingEvery)
 	for {
-		b.mu.Lock()
-		ps, closed := b.ps, b.psClosed
-		b.mu.Unlock()
-		if closed {
+		ps := b.pubSub()
+		if ps == nil {
 			return
 		}
-		msg, err := ps.ReceiveTimeout(ctx, pingEvery)
+		if time.Until(tick) <= 0 {
+			tick = time.Now().Add(pingEvery)
+			if silent >= silentLimit {
+				b.replace(ctx, ps)
+				silent = 0
+				continue
+			}
+			b.reg.healthPing()
+			silent++
+		}
+		msg, err := ps.ReceiveTimeout(ctx, max(time.Until(tick), time.Millisecond))
 		if ctx.Err() != nil {
 			return
 		}
 		var ne net.Error
 		switch {
 		case err != nil && errors.As(err, &ne) && ne.Timeout():
-			if silent++; silent >= silentLimit {
-				b.replace(ctx, ps)
-				silent = 0
-			} else {
-				_ = ps.Ping(ctx)
-			}
 		case err != nil:
-			var re goredis.Error
-			if !errors.As(err, &re) {
-				// The connection is lost: what arrives before its
-				// channels are all subscribed again may follow lost
-				// messages.
-				b.reg.gapStarted()
-			}
-			// go-redis reconnects at the next Receive; pause so that a
-			// server that is down is not hammered.
-			select {
-			case <-ctx.Done():
+			if !b.distrust(ctx, ps, &backoff) {
 				return
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, time.Second)
+			silent = 0
 		default:
-			silent, backoff = 0, 10*time.Millisecond
 			switch m := msg.(type) {
 			case *goredis.Message:
 				b.dispatch(m)
 			case *goredis.Pong:
-				if seq, err := strconv.ParseUint(m.Payload, 10, 64); err == nil {
-					b.reg.pong(seq)
+				silent = 0
+				seq, err := strconv.ParseUint(m.Payload, 10, 64)
+				if err != nil || !b.reg.pong(seq) {
+					if !b.distrust(ctx, ps, &backoff) {
+						return
+					}
+					continue
 				}
+				// A round trip made: the stream is whole again.
+				backoff = 10 * time.Millisecond
 			case *goredis.Subscription:
 				// The pattern is subscribed again last on a new
 				// connection (the first one's confirmation was taken by
@@ -151,9 +158,27 @@ func (b *Backend) listen(ctx context.Context) {
 	}
 }
 
-// replace closes a silent subscription and opens another, with the
-// channels the old one had. Under the registry's subMu, so that no
-// channel is added to or dropped from the old one meanwhile.
+// distrust ends a stream that may have lost messages: the gap starts now
+// (observers drop what arrives until it ends), and once backoff is over
+// (a server that is down is not hammered) a new connection replaces ps.
+// It reports false if ctx ended first.
+func (b *Backend) distrust(ctx context.Context, ps *goredis.PubSub, backoff *time.Duration) bool {
+	b.reg.gapStarted()
+	t := time.NewTimer(*backoff)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	}
+	*backoff = min(2**backoff, time.Second)
+	b.replace(ctx, ps)
+	return true
+}
+
+// replace closes a subscription, silent or not to be trusted, and opens
+// another, with the channels the old one had. Under the registry's subMu,
+// so that no channel is added to or dropped from the old one meanwhile.
 func (b *Backend) replace(ctx context.Context, old *goredis.PubSub) {
 	b.reg.subMu.Lock()
 	defer b.reg.subMu.Unlock()

@@ -26,10 +26,13 @@ import (
 // the last state yielded: every change is reported in order, however
 // fast the changes come and however slow the consumer is.
 //
-// When the subscriber's connection breaks, the messages published until
-// its channels are subscribed again are lost: each observer drops what
-// arrives meanwhile and reads its queue again once they are. Changes
-// inside that gap may be missed, never reordered.
+// When the subscriber's connection breaks, or what it receives cannot be
+// trusted to be whole (see listen), the messages published until its
+// channels are subscribed again on a new connection may be lost: each
+// observer drops what arrives meanwhile and reads its queue again once
+// they are. Changes inside that gap, from the last ping the server
+// answered before it to that read, may be missed, never reordered; the
+// hook set by WithSubscriberGapHook is told of each.
 //
 // A holder whose lease ends is reaped by whoever learns of it first:
 // the Backend, told by the lease's keyspace notification, or the
@@ -94,7 +97,10 @@ func (v *view) run(ctx context.Context, w *watcher) error {
 	if err := v.subscribe(ctx, w); err != nil {
 		return err
 	}
-	if err := v.resync(ctx, true); err != nil {
+	if err := v.resync(ctx); err != nil {
+		return err
+	}
+	if err := v.emit(true); err != nil {
 		return err
 	}
 	timer := time.NewTimer(time.Hour)
@@ -120,7 +126,14 @@ func (v *view) run(ctx context.Context, w *watcher) error {
 		for _, it := range v.b.reg.take(v.o) {
 			var err error
 			if it.resync {
-				err = v.resync(ctx, false)
+				// The gap lasts until this read; it is reported before
+				// the state after it is yielded.
+				if err = v.resync(ctx); err == nil {
+					if v.b.onGap != nil {
+						v.b.onGap(it.from, time.Now())
+					}
+					err = v.emit(false)
+				}
 			} else {
 				err = v.apply(it.msg)
 			}
@@ -196,16 +209,15 @@ func (v *view) apply(m keyMessage) error {
 }
 
 // resync replaces the copy with one read of the queue, retried every
-// second while Redis cannot be reached, and yields the state if always
-// is set or it differs from the last one yielded.
-func (v *view) resync(ctx context.Context, always bool) error {
+// second while Redis cannot be reached.
+func (v *view) resync(ctx context.Context) error {
 	for {
 		order, q, err := v.b.observeRead(ctx, v.key)
 		if err == nil {
 			v.claims, v.order = q, order
 			clear(v.ends)
 			v.noteEnds(q)
-			return v.emit(always)
+			return nil
 		}
 		if err := v.pause(ctx); err != nil {
 			return err

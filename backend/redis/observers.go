@@ -1,6 +1,8 @@
 package redis
 
 import (
+	"time"
+
 	"github.com/ash-lock/ashlock/backend"
 )
 
@@ -16,10 +18,11 @@ type observer struct {
 }
 
 // inboxItem is a message, or (resync) the end of a gap of the
-// subscription: whatever was published meanwhile may be lost.
+// subscription: whatever was published since from may be lost.
 type inboxItem struct {
 	msg    keyMessage
 	resync bool
+	from   time.Time
 }
 
 // addObserver registers an inbox for the messages of key's channel.
@@ -81,6 +84,9 @@ func (r *registry) keyMessage(key string, m keyMessage) {
 func (r *registry) gapStarted() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if !r.inGap {
+		r.gapFrom = r.verified
+	}
 	r.inGap = true
 	for _, m := range r.observers {
 		for o := range m {
@@ -94,18 +100,24 @@ func (r *registry) resyncKey(key string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for o := range r.observers[key] {
-		o.push(inboxItem{resync: true})
+		o.push(inboxItem{resync: true, from: r.verified})
 	}
 }
 
 // gapEnded tells every observer to read its queue again: messages may
-// have been lost while the subscription was down. Guarded by registry.mu.
+// have been lost while the subscription was down, or since the last ping
+// answered if the listener saw no break (go-redis replaced the connection
+// between two reads). Guarded by registry.mu.
 func (r *registry) gapEnded() {
+	from := r.verified
+	if r.inGap {
+		from = r.gapFrom
+	}
 	r.inGap = false
 	for _, m := range r.observers {
 		for o := range m {
 			o.inGap = false
-			o.push(inboxItem{resync: true})
+			o.push(inboxItem{resync: true, from: from})
 		}
 	}
 }
@@ -127,6 +139,10 @@ func (r *registry) observedLease(id backend.LeaseID) bool {
 
 func (o *observer) push(it inboxItem) {
 	o.inbox = append(o.inbox, it)
+	o.wake()
+}
+
+func (o *observer) wake() {
 	select {
 	case o.signal <- struct{}{}:
 	default:

@@ -1,6 +1,9 @@
 package redis
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // The Backend's one subscriber connection carries only the channels its
 // watchers need: the channel of each claim an Acquire waits for, and the
@@ -17,12 +20,24 @@ import "slices"
 // a PING on a connection made after a reconnect follows the
 // resubscription of every channel, so a pong confirms every channel
 // subscribed before its ping, whichever connection that was on.
+//
+// A pong also bounds what may have been missed: every message published
+// before its ping was sent has been received by then. So when the
+// subscriber's stream breaks, what it may have lost was published after
+// the ping last answered was sent (registry.verified); the listener pings
+// every pingEvery to keep that recent.
 
 // subscriber sends subscription commands on the subscriber connection.
 type subscriber interface {
 	subscribe(channels []string, ping uint64)
 	unsubscribe(channels []string)
 	ping(seq uint64)
+}
+
+// sentPing is a ping not answered yet, and when it was sent.
+type sentPing struct {
+	seq uint64
+	at  time.Time
 }
 
 // chanSub is one subscribed channel.
@@ -78,13 +93,20 @@ func (r *registry) retain(w *watcher, chs []string) (add, drop []string, ping ui
 	}
 	w.chans = chs
 	if len(add) > 0 {
-		r.pinged++
-		ping = r.pinged
+		ping = r.nextPing()
 		for _, ch := range add {
 			r.chans[ch].pong = ping
 		}
 	}
 	return add, drop, ping
+}
+
+// nextPing numbers a ping about to be sent. Guarded by registry.mu, under
+// registry.subMu, so that pings leave in the order of their numbers.
+func (r *registry) nextPing() uint64 {
+	r.pinged++
+	r.sent = append(r.sent, sentPing{r.pinged, time.Now()})
+	return r.pinged
 }
 
 // confirmedBy reports whether every channel w holds was confirmed by the
@@ -128,18 +150,41 @@ func (r *registry) send(add, drop []string, ping uint64) {
 
 // pong records the server's answer to ping seq and wakes the armed
 // watchers it confirms, which then check once more what they wait for.
-func (r *registry) pong(seq uint64) {
+// It reports false when no ping seq was sent: the answer cannot be one.
+func (r *registry) pong(seq uint64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if seq == 0 || seq > r.pinged {
+		return false
+	}
 	if seq <= r.ponged {
-		return
+		return true
 	}
 	r.ponged = seq
+	i := 0
+	for ; i < len(r.sent) && r.sent[i].seq <= seq; i++ {
+		r.verified = r.sent[i].at
+	}
+	r.sent = slices.Delete(r.sent, 0, i)
 	for w := range r.unconfirmed {
 		if r.confirmedBy(w, seq) {
 			delete(r.unconfirmed, w)
 			w.wakeFor(wokeConfirmed)
 		}
+	}
+	return true
+}
+
+// healthPing sends a ping with nothing to confirm: its answer shows the
+// connection alive and moves registry.verified on.
+func (r *registry) healthPing() {
+	r.subMu.Lock()
+	defer r.subMu.Unlock()
+	r.mu.Lock()
+	seq := r.nextPing()
+	r.mu.Unlock()
+	if r.sub != nil {
+		r.sub.ping(seq)
 	}
 }
 
@@ -151,8 +196,7 @@ func (r *registry) reconfirm() {
 	r.mu.Lock()
 	var seq uint64
 	if r.pinged > r.ponged {
-		r.pinged++
-		seq = r.pinged
+		seq = r.nextPing()
 		for _, s := range r.chans {
 			if s.pong > r.ponged {
 				s.pong = seq

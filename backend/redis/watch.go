@@ -3,6 +3,7 @@ package redis
 import (
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/ash-lock/ashlock/backend"
 )
@@ -21,6 +22,8 @@ type registry struct {
 	chans       map[string]*chanSub
 	pinged      uint64                // the last ping sent
 	ponged      uint64                // the last ping answered
+	sent        []sentPing            // the pings not answered yet, in order
+	verified    time.Time             // when the last ping answered was sent
 	unconfirmed map[*watcher]struct{} // armed watchers holding an unconfirmed channel
 	byKey       map[string]map[*watcher]struct{}
 	byLease     map[backend.LeaseID]map[*watcher]struct{} // armed watchers only
@@ -29,7 +32,8 @@ type registry struct {
 	byRef       map[claimRef]*tracked // holders, for Release
 	held        map[backend.LeaseID]*heldOn
 	observers   map[string]map[*observer]struct{}
-	inGap       bool // the subscriber's connection broke and is not restored yet
+	inGap       bool      // the subscriber's stream broke and is not restored yet
+	gapFrom     time.Time // verified when it broke: what came after may be lost
 }
 
 func newRegistry(lay layout, sub subscriber) *registry {
@@ -45,6 +49,7 @@ func newRegistry(lay layout, sub subscriber) *registry {
 		byRef:       map[claimRef]*tracked{},
 		held:        map[backend.LeaseID]*heldOn{},
 		observers:   map[string]map[*observer]struct{}{},
+		verified:    time.Now(), // nobody waits or observes before the first subscription
 	}
 }
 
@@ -300,6 +305,22 @@ func (r *registry) resubscribed() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.gapEnded()
+	r.wakeAllLocked()
+}
+
+// wakeAll wakes every watcher and observer (the Backend is closing).
+func (r *registry) wakeAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.wakeAllLocked()
+	for _, m := range r.observers {
+		for o := range m {
+			o.wake()
+		}
+	}
+}
+
+func (r *registry) wakeAllLocked() {
 	for _, m := range r.byKey {
 		for w := range m {
 			w.stale = true

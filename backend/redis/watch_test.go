@@ -245,16 +245,17 @@ func TestObserversGetTheirKeysMessagesInOrderAndEachGap(t *testing.T) {
 	assert.Equal(t, []inboxItem{{msg: keyMessage{order: 1}}, {msg: keyMessage{order: 2}}}, r.take(o))
 	assert.Empty(t, r.take(other), "another key's observer got the message")
 
+	from := r.verified
 	r.gapStarted()
 	r.keyMessage("k", keyMessage{order: 3}) // may follow lost ones
 	late := r.addObserver("k")              // comes during the gap
 	r.keyMessage("k", keyMessage{order: 4})
 	r.resubscribed()
 	r.keyMessage("k", keyMessage{order: 5})
-	want := []inboxItem{{resync: true}, {msg: keyMessage{order: 5}}}
+	want := []inboxItem{{resync: true, from: from}, {msg: keyMessage{order: 5}}}
 	assert.Equal(t, want, r.take(o))
 	assert.Equal(t, want, r.take(late))
-	assert.Equal(t, []inboxItem{{resync: true}}, r.take(other))
+	assert.Equal(t, []inboxItem{{resync: true, from: from}}, r.take(other))
 
 	r.setLeases(o, []backend.LeaseID{7})
 	assert.True(t, r.leaseEnded(7), "an observed holder's lease is not reaped at once")
@@ -264,4 +265,35 @@ func TestObserversGetTheirKeysMessagesInOrderAndEachGap(t *testing.T) {
 	r.dropObserver(other)
 	assert.False(t, r.leaseEnded(7))
 	assert.Empty(t, r.observers)
+}
+
+// A gap starts when the last ping answered was sent: every message
+// published before it had arrived by its answer, any later one may be
+// lost. An answer to a ping never sent is not taken for one.
+func TestAGapStartsAtTheLastPingAnswered(t *testing.T) {
+	f := &fakeSub{}
+	r := newRegistry(layout{tag: "{t}"}, f)
+	o := r.addObserver("k")
+	r.healthPing()
+	sent := r.sent[0].at
+	assert.True(t, r.pong(1))
+	assert.Equal(t, sent, r.verified)
+	assert.Empty(t, r.sent)
+	r.healthPing() // never answered: the connection breaks
+	r.gapStarted()
+	r.healthPing()
+	r.resubscribed()
+	assert.Equal(t, []inboxItem{{resync: true, from: sent}}, r.take(o))
+	assert.Equal(t, []uint64{1, 2, 3}, f.pings)
+
+	assert.False(t, r.pong(4), "an answer to a ping never sent")
+	assert.False(t, r.pong(0))
+	assert.True(t, r.pong(3))
+	assert.Empty(t, r.sent, "the pings the answer accounts for are kept")
+
+	// Without a break seen (go-redis replaced the connection between two
+	// reads), the gap starts at the last ping answered too.
+	r.resubscribed()
+	assert.Equal(t, []inboxItem{{resync: true, from: r.verified}}, r.take(o))
+	r.dropObserver(o)
 }

@@ -22,7 +22,8 @@ const redisFaultFor = 40 * time.Second
 // Redis's faults (redisFaults) for 40 s (or $ASHLOCK_SOAK). The observer
 // is held to etcd's check: every term that led must be yielded, in order,
 // unless it began and ended while the observer's subscriber was cut off
-// (a restart, or a CLIENT KILL of the observer's connections).
+// (a restart, or a CLIENT KILL of the observer's connections) or inside a
+// gap its Backend reported (redis.WithSubscriberGapHook).
 func TestChaosRedis(t *testing.T) {
 	faultFor := redisFaultFor
 	if os.Getenv(soakEnv) != "" {

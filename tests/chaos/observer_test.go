@@ -44,7 +44,7 @@ type observer struct {
 	seen     []observed
 	problems []string
 	stopped  bool
-	gaps     []listenerGap // reported by the observer's Backend (PostgreSQL)
+	gaps     []listenerGap // reported by the observer's Backend (PostgreSQL, Redis)
 }
 
 // startObserver connects through r and starts observing electionName. It
@@ -56,11 +56,15 @@ func startObserver(ctx context.Context, r route, prefix string, clk clock) (*obs
 		return nil, err
 	}
 	o := &observer{clk: clk, conn: cn, done: make(chan struct{}), changed: make(chan struct{}, 1)}
-	if pc, ok := cn.(*pgConn); ok {
-		pc.onGap = func(from, to time.Time) {
-			g := listenerGap{from: int64(from.Sub(clk.start)), to: int64(to.Sub(clk.start))}
-			o.record(func() { o.gaps = append(o.gaps, g) })
-		}
+	onGap := func(from, to time.Time) {
+		g := listenerGap{from: int64(from.Sub(clk.start)), to: int64(to.Sub(clk.start))}
+		o.record(func() { o.gaps = append(o.gaps, g) })
+	}
+	switch c := cn.(type) {
+	case *pgConn:
+		c.onGap = onGap
+	case *redisConn:
+		c.onGap = onGap
 	}
 	if o.be, err = cn.newBackend(ctx, prefix); err != nil {
 		return nil, errors.Join(err, cn.close())

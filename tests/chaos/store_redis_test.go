@@ -63,8 +63,8 @@ func (s *redisStore) inspector(ctx context.Context, prefix string) (backend.Back
 	return newRedisBackend(ctx, s.admin, prefix)
 }
 
-func newRedisBackend(ctx context.Context, c *goredis.Client, prefix string) (backend.Backend, error) {
-	return redis.New(ctx, c, redis.WithPrefix(prefix), redis.WithLogger(slog.New(slog.DiscardHandler)))
+func newRedisBackend(ctx context.Context, c *goredis.Client, prefix string, opts ...redis.Option) (backend.Backend, error) {
+	return redis.New(ctx, c, append([]redis.Option{redis.WithPrefix(prefix), redis.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
 }
 
 // redisTag is the hash tag that starts every key of a Backend under
@@ -263,6 +263,9 @@ func (r *redisRoute) close() error {
 type redisConn struct {
 	c, reg *goredis.Client
 	prefix string // of the Backend newBackend opened
+	// onGap, if set before newBackend, is the Backend's
+	// redis.WithSubscriberGapHook.
+	onGap func(from, to time.Time)
 }
 
 func openRedisConn(ep endpoint) *redisConn {
@@ -274,6 +277,9 @@ func openRedisConn(ep endpoint) *redisConn {
 
 func (c *redisConn) newBackend(ctx context.Context, prefix string) (backend.Backend, error) {
 	c.prefix = prefix
+	if c.onGap != nil {
+		return newRedisBackend(ctx, c.c, prefix, redis.WithSubscriberGapHook(c.onGap))
+	}
 	return newRedisBackend(ctx, c.c, prefix)
 }
 
