@@ -28,6 +28,7 @@ type Backend struct {
 	sql       statements
 	hub       *hub
 	listenCfg *pgx.ConnConfig // the listener's; copied for each connection
+	ping      time.Duration   // the listener's liveness check (see awaitNotification)
 	onGap     func(from, to time.Time)
 
 	closeOnce sync.Once
@@ -48,6 +49,7 @@ type Option func(*config)
 type config struct {
 	schema string
 	listen *pgx.ConnConfig
+	ping   time.Duration
 	onGap  func(from, to time.Time)
 }
 
@@ -71,10 +73,26 @@ func WithListenConfig(cfg *pgx.ConnConfig) Option {
 	}
 }
 
+// DefaultListenerPing is the listener's liveness interval unless
+// WithListenerPing sets another.
+const DefaultListenerPing = 5 * time.Second
+
+// WithListenerPing sets how long the listener connection may stay silent
+// before the Backend checks it with a round trip, which must answer
+// within the same time (default DefaultListenerPing). A connection that
+// fails the check is closed and opened again, as one the server reset:
+// waiters read their queues again and held claims are checked, so a
+// connection that died silently (a NAT or firewall that forgot it, a
+// failover) costs at most about twice d instead of TCP keepalive's
+// minutes. d must comfortably exceed a round trip to the server; New fails
+// with an error wrapping backend.ErrInvalidConfig when it is not positive.
+func WithListenerPing(d time.Duration) Option { return func(c *config) { c.ping = d } }
+
 // WithListenerGapHook sets a function the Backend calls each time its
-// listener connection was lost (from) and is back with every observed
-// key's queue read again (to), and again for an Observe that had to read
-// its key's queue itself, later. Changes of an observed key made between
+// listener connection was lost (from: when it failed, or, for one that
+// failed its liveness check, when it last answered) and is back with
+// every observed key's queue read again (to), and again for an Observe
+// that had to read its key's queue itself, later. Changes of an observed key made between
 // may be missed by Observe (it resumes from that read); none is
 // reordered. f is called from the Backend's goroutines, concurrently; it
 // must not block.
@@ -93,12 +111,15 @@ func WithListenerGapHook(f func(from, to time.Time)) Option {
 // Errors: backend.ErrInvalidConfig for a bad schema name,
 // backend.ErrUnavailable when the server cannot be reached or refuses.
 func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Backend, error) {
-	cfg := config{schema: DefaultSchema}
+	cfg := config{schema: DefaultSchema, ping: DefaultListenerPing}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	if err := checkSchema(cfg.schema); err != nil {
 		return nil, err
+	}
+	if cfg.ping <= 0 {
+		return nil, fmt.Errorf("%w: postgres: listener ping %v is not positive", backend.ErrInvalidConfig, cfg.ping)
 	}
 	if pool == nil {
 		return nil, fmt.Errorf("%w: postgres: nil pool", backend.ErrInvalidConfig)
@@ -113,6 +134,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Backend, err
 		hub:       newHub(),
 		done:      make(chan struct{}),
 		listenCfg: cfg.listen,
+		ping:      cfg.ping,
 		onGap:     cfg.onGap,
 	}
 	if b.listenCfg == nil {

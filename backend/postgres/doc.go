@@ -80,7 +80,10 @@
 // the expiry of such a claim's lease; it never polls. A holder's claim
 // deleted by anyone but its own Release reaches OnLost. When the listener
 // connection drops it reconnects; every waiter then reads its queues
-// again and every holder's claim is checked once. An Observe follows its
+// again and every holder's claim is checked once. A listener connection
+// silent for WithListenerPing's interval gets a round trip, and one that
+// does not answer in time is taken as dropped, so a connection that dies
+// without a reset is not left to TCP keepalive. An Observe follows its
 // key's notifications change by change (see observe.go); after a
 // reconnection it reads the queue again once.
 //

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // listenConn opens the Backend's listener connection and subscribes it to
@@ -32,6 +33,14 @@ const (
 // reads again once, every observer resumes from a read of its key's queue
 // (see rejoin) and every claim held or being acquired is checked once:
 // the notifications sent meanwhile are lost.
+//
+// A connection can also die without a reset ever reaching us (a NAT or
+// firewall that forgot it, a failover, a partition that drops rather than
+// delays): a read then waits until TCP keepalive gives up, minutes later,
+// and every notification meanwhile is lost, holders' losses and waiters'
+// turns with them. So after b.ping without a notification listen checks
+// the connection (see alive), and one that fails the check is taken as
+// lost since it last answered.
 func (b *Backend) listen(ctx context.Context, conn *pgx.Conn) {
 	defer func() {
 		if conn != nil {
@@ -39,17 +48,29 @@ func (b *Backend) listen(ctx context.Context, conn *pgx.Conn) {
 		}
 		b.hub.wakeAll()
 	}()
+	heard := time.Now() // when conn last proved alive
 	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err == nil {
+		wctx, cancel := context.WithTimeout(ctx, b.ping)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		lost := time.Now()
+		switch {
+		case err == nil:
+			heard = lost
 			if e, ok := parseEvent(n.Payload); ok {
 				for _, c := range b.hub.dispatch(e) {
 					c.call()
 				}
 			}
 			continue
+		case ctx.Err() == nil && pgconn.Timeout(err):
+			// Only wctx ended: pgx leaves the connection usable.
+			if err = b.alive(ctx, conn); err == nil {
+				heard = time.Now()
+				continue
+			}
+			lost = heard // what the server sent since may be gone
 		}
-		lost := time.Now()
 		conn.Close(context.Background())
 		conn = nil
 		if ctx.Err() != nil {
@@ -59,6 +80,7 @@ func (b *Backend) listen(ctx context.Context, conn *pgx.Conn) {
 		if conn, snaps = b.rejoin(ctx); conn == nil {
 			return
 		}
+		heard = time.Now()
 		for _, c := range b.hub.resync(snaps, lost) {
 			b.spawn(func() { b.verify(ctx, c) })
 		}
@@ -66,6 +88,16 @@ func (b *Backend) listen(ctx context.Context, conn *pgx.Conn) {
 			b.onGap(lost, time.Now())
 		}
 	}
+}
+
+// alive sends conn the cheapest round trip there is, an empty query (no
+// transaction, no plan), and returns an error unless the server answers
+// within b.ping. A notification that comes first is kept by pgx for the
+// next wait.
+func (b *Backend) alive(ctx context.Context, conn *pgx.Conn) error {
+	pctx, cancel := context.WithTimeout(ctx, b.ping)
+	defer cancel()
+	return conn.Ping(pctx)
 }
 
 // reconnect opens a new listener connection, trying again with backoff

@@ -25,6 +25,14 @@ func TestSchemaNames(t *testing.T) {
 	}
 }
 
+func TestListenerPingMustBePositive(t *testing.T) {
+	for _, d := range []time.Duration{0, -time.Second} {
+		_, err := New(t.Context(), nil, WithListenerPing(d))
+		require.ErrorIs(t, err, backend.ErrInvalidConfig)
+		require.ErrorContains(t, err, "listener ping")
+	}
+}
+
 func TestParseSeed(t *testing.T) {
 	cases := []struct {
 		seed, conn, schema string

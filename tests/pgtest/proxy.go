@@ -11,9 +11,10 @@ import (
 
 // Proxy forwards TCP connections from a loopback port to the server, and
 // can cut them off without closing them: Blackhole drops every byte in
-// both directions, and Hold stops forwarding until released, so that
-// clients behind it see a server that went silent (a partition), not one
-// that went away. Its methods are safe for concurrent use.
+// both directions, Drop does so for good on the connections open now, and
+// Hold stops forwarding until released, so that clients behind it see a
+// server that went silent (a partition), not one that went away. Its
+// methods are safe for concurrent use.
 type Proxy struct {
 	ln     net.Listener
 	target string
@@ -24,7 +25,7 @@ type Proxy struct {
 	quit    chan struct{} // closed by Close
 
 	mu    sync.Mutex
-	conns map[net.Conn]struct{}
+	conns map[net.Conn]*atomic.Bool // both ends of each link, to its Drop flag
 	wg    sync.WaitGroup
 }
 
@@ -34,7 +35,7 @@ func (s *Server) NewProxy() (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)), conns: make(map[net.Conn]struct{}), quit: make(chan struct{})}
+	p := &Proxy{ln: ln, target: net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)), conns: make(map[net.Conn]*atomic.Bool), quit: make(chan struct{})}
 	p.wg.Add(1)
 	go p.serve()
 	return p, nil
@@ -52,6 +53,19 @@ func (p *Proxy) DSN(db string) string {
 // Bytes dropped are lost for good, as in a network that loses packets
 // until the connection gives up.
 func (p *Proxy) Blackhole(on bool) { p.holed.Store(on) }
+
+// Drop makes every connection open through the proxy now lose every byte
+// from now on, in both directions, while both of its sockets stay open:
+// neither end is ever told, as when a NAT or firewall forgets a connection
+// or a failover moves the server's address. Connections opened later are
+// forwarded as usual.
+func (p *Proxy) Drop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, dropped := range p.conns {
+		dropped.Store(true)
+	}
+}
 
 // Hold starts (on) or ends holding every byte through the proxy: nothing
 // is forwarded, in either direction, and what was sent meanwhile is
@@ -111,11 +125,12 @@ func (p *Proxy) forward(in net.Conn) {
 		out.Close()
 		return
 	}
-	p.conns[in], p.conns[out] = struct{}{}, struct{}{}
+	dropped := new(atomic.Bool)
+	p.conns[in], p.conns[out] = dropped, dropped
 	p.mu.Unlock()
 	var both sync.WaitGroup
-	both.Go(func() { p.pipe(out, in) })
-	both.Go(func() { p.pipe(in, out) })
+	both.Go(func() { p.pipe(out, in, dropped) })
+	both.Go(func() { p.pipe(in, out, dropped) })
 	both.Wait()
 	p.mu.Lock()
 	delete(p.conns, in)
@@ -123,9 +138,9 @@ func (p *Proxy) forward(in net.Conn) {
 	p.mu.Unlock()
 }
 
-// pipe copies src to dst, dropping what it reads while blackholed; either
-// end failing closes both.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst, dropping what it reads while blackholed or once
+// dropped; either end failing closes both.
+func (p *Proxy) pipe(dst, src net.Conn, dropped *atomic.Bool) {
 	defer dst.Close()
 	defer src.Close()
 	buf := make([]byte, 32<<10)
@@ -136,7 +151,7 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 			// window fills up as in a real partition.
 			p.awaitRelease()
 		}
-		if n > 0 && !p.holed.Load() {
+		if n > 0 && !p.holed.Load() && !dropped.Load() {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}

@@ -92,6 +92,28 @@ func TestProxyHoldDelivers(t *testing.T) {
 	require.Equal(t, pid, again, "the statement was answered on another connection")
 }
 
+// Drop silences the connections open through the proxy without closing
+// them: a statement sent on one ends on its deadline, neither answered nor
+// reset, while a connection opened after Drop works.
+func TestProxyDropSilences(t *testing.T) {
+	db := shared.NewDatabase(t)
+	p := shared.ProxyT(t)
+	ctx := testCtx(t, time.Minute)
+	old, err := pgx.Connect(ctx, p.DSN(db))
+	require.NoError(t, err)
+	defer old.Close(context.Background())
+	require.NoError(t, old.Ping(ctx))
+
+	p.Drop()
+	pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, old.Ping(pctx), context.DeadlineExceeded, "a dropped connection was answered or reset")
+	fresh, err := pgx.Connect(ctx, p.DSN(db))
+	require.NoError(t, err)
+	defer fresh.Close(context.Background())
+	require.NoError(t, fresh.Ping(ctx))
+}
+
 // Extra settings given to Launch apply, after the defaults, and again
 // after a restart.
 func TestLaunchSettings(t *testing.T) {
