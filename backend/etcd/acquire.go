@@ -371,11 +371,7 @@ func rewrite(key, v string) clientv3.Op {
 // when it becomes the holder, so Inspect reports when the claim came to
 // hold the key, not when it was queued.
 func (a *acquisition) record(now time.Time, st backend.Timestamp) string {
-	r := claimRecord{Owner: a.req.Owner, AcquiredAt: now, Stamp: st, Permit: a.permit, Value: a.value}
-	if a.kind != exclusive {
-		r.Shared, r.Permits = a.kind.Shared, a.kind.Permits
-	}
-	return encodeClaim(r)
+	return encodeClaim(claimRecord{Owner: a.req.Owner, AcquiredAt: now, Stamp: st, Permit: a.permit, Value: a.value})
 }
 
 // withStamp appends a read of the stamp record when the request stamps; it

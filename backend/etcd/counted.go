@@ -105,11 +105,12 @@ func (a *acquisition) countedNext(kvs []*mvccpb.KeyValue) (permit int, watch []s
 	i := len(kvs)
 	q, permits := make([]backend.Kind, i+1), make([]int, i)
 	for j, kv := range kvs {
-		r, err := decodeClaim(kv.Value)
+		k := kindOfName(string(kv.Key))
+		r, err := decodeClaim(kv.Value, k)
 		if err != nil {
 			return 0, nil, false, fmt.Errorf("%w: etcd acquire %q: claim %s: %w", backend.ErrUnavailable, a.req.Key, kv.Key, err)
 		}
-		q[i-1-j], permits[i-1-j] = kindOfName(string(kv.Key)), r.Permit
+		q[i-1-j], permits[i-1-j] = k, r.Permit
 	}
 	q[i] = a.kind
 	key := func(j int) string { return string(kvs[i-1-j].Key) }

@@ -50,14 +50,15 @@ func (a *acquisition) stamp(ctx context.Context) (backend.Timestamp, error) {
 	}
 	// cur and revs: the stamp each record holds and its mod revision (0: no record).
 	cur, revs := make([]backend.Timestamp, n), make([]int64, n)
-	decode := func() (err error) {
+	decode := func() error {
 		for i, kvs := range recs {
 			cur[i], revs[i] = backend.Timestamp{}, 0
 			if len(kvs) > 0 {
-				if cur[i], err = decodeStamp(kvs[0].Value); err != nil {
+				r, err := decodeClaim(kvs[0].Value, exclusive)
+				if err != nil {
 					return fmt.Errorf("etcd acquire %q: stamp record %s: %w", a.req.Key, stampKeys[i], err)
 				}
-				revs[i] = kvs[0].ModRevision
+				cur[i], revs[i] = r.Stamp, kvs[0].ModRevision
 			}
 		}
 		return nil
@@ -84,7 +85,7 @@ func (a *acquisition) stamp(ctx context.Context) (backend.Timestamp, error) {
 			writes = append(writes, rewrite(key, rec))
 			if revs[i] == 0 || cur[i].Less(st) {
 				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(stampKeys[i]), "=", revs[i]))
-				writes = append(writes, clientv3.OpPut(stampKeys[i], encodeStamp(st)))
+				writes = append(writes, clientv3.OpPut(stampKeys[i], encodeClaim(claimRecord{Stamp: st})))
 			}
 		}
 		txn := a.b.cli.Txn(ctx).If(cmps...).Then(writes...)
