@@ -62,14 +62,6 @@ type inbox struct {
 	wake chan struct{} // cap 1: news is not empty
 }
 
-// watchNews is one report of the range watch: events, or its end
-// (compacted, or failed with err).
-type watchNews struct {
-	evs       []*mvccpb.Event
-	compacted bool
-	err       error
-}
-
 // Observe implements backend.Observer. It costs one read of the key's
 // queue directory, then one watch of it on the Backend's shared stream;
 // see above for how interruptions are recovered from. Failures to reach
@@ -215,9 +207,10 @@ func (o *observation) follow(ctx context.Context, in *inbox) (progress bool, new
 	}
 }
 
-// post queues news of the watch for the Observe goroutine. It never
-// blocks: it is called by the mux's receive goroutine.
-func (in *inbox) post(n watchNews) {
+// notify implements watchTarget: it queues news of the watch for the
+// Observe goroutine. It never blocks: it is called by the mux's receive
+// goroutine.
+func (in *inbox) notify(n watchNews) {
 	in.mu.Lock()
 	in.news = append(in.news, n)
 	in.mu.Unlock()
@@ -226,11 +219,6 @@ func (in *inbox) post(n watchNews) {
 	default: // a wake is pending
 	}
 }
-
-// events, compacted and watchFailed implement rangeTarget.
-func (in *inbox) events(evs []*mvccpb.Event) { in.post(watchNews{evs: evs}) }
-func (in *inbox) compacted()                 { in.post(watchNews{compacted: true}) }
-func (in *inbox) watchFailed(err error)      { in.post(watchNews{err: err}) }
 
 // emit yields the state of the copy, holders only (queueState, Inspect's
 // rule), if always is set or its holders differ from the last state

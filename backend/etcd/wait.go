@@ -135,12 +135,11 @@ func (a *acquisition) waitFor(ctx context.Context, p *predWait, ws ...*keyWatch)
 // waits behind; the first call it hears wins.
 type predWait struct {
 	once sync.Once
-	done chan struct{} // closed by keyDeleted or watchFailed
+	done chan struct{} // closed by notify
 	err  error         // written before done is closed: why the watch failed
 }
 
-func (p *predWait) keyDeleted(int64)      { p.once.Do(func() { close(p.done) }) }
-func (p *predWait) watchFailed(err error) { p.once.Do(func() { p.err = err; close(p.done) }) }
+func (p *predWait) notify(n watchNews) { p.once.Do(func() { p.err = n.err; close(p.done) }) }
 
 // guarded sends (see send) a Txn whose compares own are the claim's
 // identity and whose operations ops returns (called for each try); it

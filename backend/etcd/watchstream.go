@@ -184,7 +184,7 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 	switch {
 	case w == nil:
 		return nil, false, false
-	case r.CompactRevision != 0 && w.ranged != nil:
+	case r.CompactRevision != 0 && w.ranged:
 		// The watch's start revision was compacted; etcd dropped it. Its
 		// target resynchronises with a read (watchrange.go).
 		return []notice{m.finishLocked(w, 0, nil)}, true, false
@@ -200,7 +200,7 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 		delete(s.byID, r.WatchId)
 		m.createLocked(s, w)
 		return nil, true, false
-	case w.ranged != nil:
+	case w.ranged:
 		return m.rangeEventsLocked(w, r.Events), false, false
 	}
 	for _, ev := range r.Events {
