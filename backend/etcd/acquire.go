@@ -202,7 +202,7 @@ func (a *acquisition) firstAhead(resp *clientv3.TxnResponse) (string, error) {
 	for i := range a.dirs {
 		if kvs := rangeKvs(resp, i); len(kvs) > 0 {
 			if !agrees(a.kind, string(kvs[0].Key)) {
-				return "", a.mismatchError()
+				return "", fmt.Errorf("etcd acquire %q (%d permits): %w", a.req.Key, a.kind.Permits, backend.ErrPermitMismatch)
 			}
 			first = cmp.Or(first, string(kvs[0].Key))
 		}
@@ -256,7 +256,7 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 			switch {
 			case a.kind.Shared:
 				// Our own name is outside the range freeOf covers: a
-				// claim under it is found by the put (see overwritten).
+				// claim under it is found by the put (see strays).
 				puts[i] = a.putAt(a.e.keys[i], rec, clientv3.WithPrevKV())
 			case a.kind.Counted():
 				// The claims that may hold, with their records (permits).
@@ -279,27 +279,24 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 		if err != nil {
 			return rpcError(ctx, "acquire", err)
 		}
-		if resp.Succeeded {
-			if del := a.overwritten(resp); del != nil {
-				if err := a.removeStray(ctx, del); err != nil {
-					return err
-				}
-				continue
-			}
-			a.b.reg.setToken(a.e, resp.Header.Revision)
-			return a.holds(now, resp)
-		}
-		if !inline {
+		made := resp.Succeeded // not the reads' Txn below, which has no compares
+		if !made && !inline {
 			if resp, err = a.b.cli.Txn(ctx).Then(reads...).Commit(); err != nil {
 				return rpcError(ctx, "acquire", err)
 			}
 		}
-		if del := a.strays(resp, n, n); del != nil {
-			if err := a.removeStray(ctx, del); err != nil {
-				return err
+		if del := a.strays(resp, made); del != nil {
+			// Each delete is compared on the create revision found, so
+			// that, applied late, it removes no later claim.
+			if _, err := a.b.cli.Txn(ctx).Then(del...).Commit(); err != nil {
+				return rpcError(ctx, "acquire", err)
 			}
 			picked, a.permit = nil, 0
 			continue
+		}
+		if made {
+			a.b.reg.setToken(a.e, resp.Header.Revision)
+			return a.holds(now, resp)
 		}
 		a.mayExist = false
 		blocker, err := a.firstAhead(resp)
@@ -442,10 +439,6 @@ func rangeKvs(resp *clientv3.TxnResponse, i int) []*mvccpb.KeyValue {
 func (a *acquisition) lostError() error {
 	return fmt.Errorf("%w: etcd acquire %q: claim %s vanished (lease ended or deleted)",
 		backend.ErrLeaseExpired, a.req.Key, a.e.key)
-}
-
-func (a *acquisition) mismatchError() error {
-	return fmt.Errorf("etcd acquire %q (%d permits): %w", a.req.Key, a.kind.Permits, backend.ErrPermitMismatch)
 }
 
 func (a *acquisition) lockedError() error {

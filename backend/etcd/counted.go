@@ -82,7 +82,7 @@ func (a *acquisition) waitCounted(ctx context.Context) error {
 			return a.holds(now, resp)
 		case len(watch) > 1:
 			// The first waiter: any of the n holders.
-			err = a.waitOlder(ctx, n, rev+1)
+			err = a.waitFor(ctx, newOlderWatch(a.dirs[0], a.e.token, n, rev+1, nil))
 		default:
 			err = a.waitAny(ctx, watch, rev+1, puts)
 		}

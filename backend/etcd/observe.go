@@ -1,7 +1,7 @@
 package etcd
 
 import (
-	"cmp"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -46,11 +46,10 @@ type observation struct {
 	b      *Backend
 	key    string
 	dir    string
-	rev    int64                       // the last revision applied
-	claims map[string]*mvccpb.KeyValue // the queue directory as of rev, by etcd key
-	last   backend.LockInfo            // the last state yielded
+	rev    int64               // the last revision applied
+	claims []*mvccpb.KeyValue // the queue directory as of rev, by create revision
+	last   backend.LockInfo    // the last state yielded
 	yield  func(backend.LockInfo, error) bool
-	sorted []*mvccpb.KeyValue // scratch for emit
 }
 
 // inbox is the target of one range watch of an observation: what the
@@ -147,13 +146,9 @@ func (o *observation) run(ctx context.Context) error {
 func (o *observation) resync(ctx context.Context, first bool) error {
 	var bo backoff
 	for {
-		resp, err := o.b.cli.Get(ctx, o.dir, clientv3.WithPrefix())
+		resp, err := o.b.cli.Get(ctx, o.dir, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 		if err == nil {
-			o.claims = make(map[string]*mvccpb.KeyValue, len(resp.Kvs))
-			for _, kv := range resp.Kvs {
-				o.claims[string(kv.Key)] = kv
-			}
-			o.rev = resp.Header.Revision
+			o.claims, o.rev = resp.Kvs, resp.Header.Revision
 			return o.emit(first)
 		}
 		if ctx.Err() != nil || o.b.cli.Ctx().Err() != nil || forbidden(err) || !bo.wait(ctx) {
@@ -187,11 +182,15 @@ func (o *observation) follow(ctx context.Context, in *inbox) (progress bool, new
 				if rev <= o.rev {
 					continue // the mux sends none; never apply twice
 				}
-				switch ev.Type {
-				case mvccpb.PUT:
-					o.claims[string(ev.Kv.Key)] = ev.Kv
-				case mvccpb.DELETE:
-					delete(o.claims, string(ev.Kv.Key))
+				j := slices.IndexFunc(o.claims, func(kv *mvccpb.KeyValue) bool { return bytes.Equal(kv.Key, ev.Kv.Key) })
+				switch {
+				case ev.Type == mvccpb.DELETE && j >= 0:
+					o.claims = slices.Delete(o.claims, j, j+1)
+				case ev.Type == mvccpb.DELETE:
+				case j >= 0:
+					o.claims[j] = ev.Kv
+				default: // created, so the newest
+					o.claims = append(o.claims, ev.Kv)
 				}
 				// One revision's events are one change: state only after
 				// the last of them.
@@ -224,14 +223,7 @@ func (in *inbox) notify(n watchNews) {
 // rule), if always is set or its holders differ from the last state
 // yielded.
 func (o *observation) emit(always bool) error {
-	o.sorted = o.sorted[:0]
-	for _, kv := range o.claims {
-		o.sorted = append(o.sorted, kv)
-	}
-	slices.SortFunc(o.sorted, func(a, b *mvccpb.KeyValue) int {
-		return cmp.Compare(a.CreateRevision, b.CreateRevision)
-	})
-	info, err := queueState("observe", o.key, o.sorted, false)
+	info, err := queueState("observe", o.key, o.claims, false)
 	if err != nil {
 		return err
 	}
