@@ -151,17 +151,19 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 		ops[1] = clientv3.OpTxn([]clientv3.Cmp{freeOf(a.kind, a.dirs[0])}, []clientv3.Op{alone}, []clientv3.Op{ops[1]})
 	}
 	resp, err := a.create(ctx, notYet, a.withStamp(ops...)...)
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
+	}
+	if resp.Succeeded {
+		a.b.reg.setToken(a.e, resp.Header.Revision)
+	}
+	switch {
 	case !resp.Succeeded:
 		err = a.adopt(ctx)
 	case a.kind.Counted() && resp.Responses[1].GetResponseTxn().GetSucceeded():
-		a.b.reg.setToken(a.e, resp.Header.Revision)
 		a.permit = 0
 		return a.holds(now, resp)
 	default:
-		a.b.reg.setToken(a.e, resp.Header.Revision)
 		_, err = a.firstAhead(resp)
 	}
 	if err != nil {
@@ -268,11 +270,7 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 		if a.kind.Counted() {
 			reads = append(reads, a.fenceRead()) // its failures are told apart by the reads alone
 		}
-		inline := txnBytes(free, puts, reads) <= maxTxnBytes
-		els := reads
-		if !inline {
-			els = nil
-		}
+		els := fitting(free, puts, reads) // nil: the reads follow in a Txn of their own
 		txn, seen := a.creating(a.b.cli.Txn(ctx), free, a.withStamp(puts...), els)
 		a.mayExist = true
 		resp, err := txn.Commit()
@@ -280,7 +278,7 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 			return rpcError(ctx, "acquire", err)
 		}
 		made := resp.Succeeded // not the reads' Txn below, which has no compares
-		if !made && !inline {
+		if !made && els == nil {
 			if resp, err = a.b.cli.Txn(ctx).Then(reads...).Commit(); err != nil {
 				return rpcError(ctx, "acquire", err)
 			}
@@ -337,7 +335,7 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 				a.permit = p
 				picked = []clientv3.Cmp{absent(a.e.key), clientv3.Compare(clientv3.CreateRevision(a.dirs[0]), "<", newest+1).WithPrefix()}
 				continue
-			case inline:
+			case els != nil:
 				return a.inconsistent() // the compares saw a claim that the reads did not
 			}
 		}

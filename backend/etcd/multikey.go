@@ -69,20 +69,23 @@ func (a *acquisition) confirmAll(ctx context.Context) error {
 // them out and reads in a request of its own when it needs them.
 const maxTxnBytes = 1 << 20
 
-// txnBytes estimates the size of a Txn of cmps and ops as etcd receives
-// it: the bytes of every key, range end and value, and a bound on the
-// framing of each item.
-func txnBytes(cmps []clientv3.Cmp, ops ...[]clientv3.Op) int {
+// fitting returns reads, to carry in the Else branch of a Txn of cmps and
+// ops, if the Txn then stays within maxTxnBytes, and nil if not (the
+// caller then reads in a Txn of its own when it needs them). It estimates
+// the size of the Txn as etcd receives it: the bytes of every key, range
+// end and value, and a bound on the framing of each item.
+func fitting(cmps []clientv3.Cmp, ops, reads []clientv3.Op) []clientv3.Op {
 	const framing = 32
 	n := 0
 	for i := range cmps {
 		c := cmps[i].GetCompare()
 		n += len(c.GetKey()) + len(c.GetRangeEnd()) + framing
 	}
-	for _, list := range ops {
-		for _, op := range list {
-			n += len(op.KeyBytes()) + len(op.RangeBytes()) + len(op.ValueBytes()) + framing
-		}
+	for _, op := range append(ops[:len(ops):len(ops)], reads...) {
+		n += len(op.KeyBytes()) + len(op.RangeBytes()) + len(op.ValueBytes()) + framing
 	}
-	return n
+	if n > maxTxnBytes {
+		return nil
+	}
+	return reads
 }

@@ -287,24 +287,16 @@ func (e *entry) notify(n watchNews) {
 	if len(e.keys) == 1 {
 		r.unregisterLocked(e)
 	}
-	ws := e.watches
-	onLost := e.onLost
-	if was != held {
-		onLost = nil
-	}
-	abandon, token := len(e.keys) > 1 && was == held, e.token
+	ws, onLost, token := e.watches, e.onLost, e.token
 	r.mu.Unlock()
-	if onLost != nil {
+	if onLost != nil && was == held {
 		onLost.ClaimLost(fmt.Errorf("%w: claim %s no longer exists in etcd (gone at revision %d)",
 			backend.ErrLeaseExpired, e.key, n.rev))
 	}
-	if len(ws) > 1 {
-		// The watches of its other keys (a no-op for the one that fired).
-		for _, w := range ws {
-			r.mux.stopLater(w)
-		}
+	for _, w := range ws {
+		r.mux.stopLater(w) // the watches of its other keys (a no-op for the one that fired)
 	}
-	if abandon {
+	if len(e.keys) > 1 && was == held {
 		r.abandon(e, token)
 	}
 }

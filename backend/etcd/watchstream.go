@@ -145,9 +145,10 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 		if r.Canceled {
 			// etcd refused the create; the answer's ID is -1 whatever
 			// the cause, hence the pairing in send order.
-			if retryOnNewStream(r.CancelReason) {
-				// The stream's auth token expired: a new stream gets a
-				// fresh one (clientv3's interceptor fetches it).
+			if r.CancelReason == rpctypes.ErrGRPCInvalidAuthToken.Error() || r.CancelReason == rpctypes.ErrGRPCAuthOldRevision.Error() {
+				// The stream's auth token expired or is older than the
+				// last change of the auth configuration: a new stream
+				// gets a fresh one (clientv3's interceptor fetches it).
 				return nil, false, true
 			}
 			if w == nil {
@@ -217,13 +218,6 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 		}
 	}
 	return nil, false, false
-}
-
-// retryOnNewStream reports whether etcd refused a create for a reason that
-// a new stream cures: its auth token expired or is older than the last
-// change of the auth configuration.
-func retryOnNewStream(reason string) bool {
-	return reason == rpctypes.ErrGRPCInvalidAuthToken.Error() || reason == rpctypes.ErrGRPCAuthOldRevision.Error()
 }
 
 // stopForGood fails every watch with err and makes later ones fail at
