@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -177,24 +178,18 @@ func (o *observation) follow(ctx context.Context, in *inbox) (progress bool, new
 			if n.compacted || n.err != nil {
 				return progress, n, nil
 			}
-			for i, ev := range n.evs {
+			for k, ev := range n.evs {
+				// The mux passes on no event below the watch's start
+				// (o.rev+1), so none is applied twice.
 				rev := ev.Kv.ModRevision
-				if rev <= o.rev {
-					continue // the mux sends none; never apply twice
-				}
-				j := slices.IndexFunc(o.claims, func(kv *mvccpb.KeyValue) bool { return bytes.Equal(kv.Key, ev.Kv.Key) })
-				switch {
-				case ev.Type == mvccpb.DELETE && j >= 0:
-					o.claims = slices.Delete(o.claims, j, j+1)
-				case ev.Type == mvccpb.DELETE:
-				case j >= 0:
-					o.claims[j] = ev.Kv
-				default: // created, so the newest
-					o.claims = append(o.claims, ev.Kv)
+				o.claims = slices.DeleteFunc(o.claims, func(kv *mvccpb.KeyValue) bool { return bytes.Equal(kv.Key, ev.Kv.Key) })
+				if ev.Type == mvccpb.PUT {
+					i, _ := slices.BinarySearchFunc(o.claims, ev.Kv.CreateRevision, byCreateRevision)
+					o.claims = slices.Insert(o.claims, i, ev.Kv)
 				}
 				// One revision's events are one change: state only after
 				// the last of them.
-				if i+1 < len(n.evs) && n.evs[i+1].Kv.ModRevision == rev {
+				if k+1 < len(n.evs) && n.evs[k+1].Kv.ModRevision == rev {
 					continue
 				}
 				o.rev, progress = rev, true
@@ -236,3 +231,5 @@ func (o *observation) emit(always bool) error {
 	}
 	return nil
 }
+
+func byCreateRevision(kv *mvccpb.KeyValue, rev int64) int { return cmp.Compare(kv.CreateRevision, rev) }

@@ -193,9 +193,7 @@ func (r *registry) mature(e *entry) {
 	// one, so only the last begin's stream can still need a flush: a stream
 	// that is no longer current has nothing to send (flush does nothing),
 	// and its successor creates every live watch.
-	if s != nil {
-		r.mux.flush(s)
-	}
+	r.mux.flush(s)
 }
 
 // end stops reporting e's loss and stops its timer and watch; the entry

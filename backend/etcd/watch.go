@@ -194,11 +194,8 @@ func (m *mux) start(w *keyWatch) {
 	s, err := m.begin(w)
 	if err != nil {
 		w.noticeOf(0, err)()
-		return
 	}
-	if s != nil {
-		m.flush(s)
-	}
+	m.flush(s)
 }
 
 // begin is start without the sends and the call to the target: it makes w
@@ -231,9 +228,7 @@ func (m *mux) begin(w *keyWatch) (*wstream, error) {
 // wire is dropped (its ID is no longer known). The cancel is sent before
 // stop returns, unless another caller is sending.
 func (m *mux) stop(w *keyWatch) {
-	if s := m.end(w); s != nil {
-		m.flush(s)
-	}
+	m.flush(m.end(w))
 }
 
 // stopLater is stop for a watch target, which is called on the receive or
@@ -293,14 +288,14 @@ func (m *mux) cancelLocked(w *keyWatch) {
 	w.s, w.id = nil, 0
 }
 
-// flush sends what is queued on s, unless another flusher is at it (it
-// will send what was queued meanwhile before it stops). It must not be
+// flush sends what is queued on s, if any (s nil: nothing), unless another
+// flusher is at it (it will send what was queued meanwhile before it stops). It must not be
 // called by the receive goroutine, see the top of this file. A failed
 // Send marks s broken and cancels it; the run goroutine then opens a new
 // stream and creates every live watch on it again.
 func (m *mux) flush(s *wstream) {
 	m.mu.Lock()
-	if s.flushing || s.broken || m.cur != s {
+	if s == nil || s.flushing || s.broken || m.cur != s {
 		m.mu.Unlock()
 		return
 	}

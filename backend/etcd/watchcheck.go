@@ -94,10 +94,7 @@ func (m *mux) check() {
 		m.checks = append(batch, m.checks...) // retried first
 		m.mu.Unlock()
 		if !bo.wait(m.ctx) {
-			m.mu.Lock()
-			m.checking = false
-			m.mu.Unlock()
-			return
+			return // closed: Close stops spawn before it ends m.ctx, so no check starts again
 		}
 	}
 }
