@@ -128,7 +128,7 @@ func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 // claim's put is a nested Txn that records permit 0 when the queue was
 // empty). The claim then waits at the other keys, one at a time (waitAt;
 // a counted claim, waitCounted); a multi-key claim that waited checks at
-// the end that it still exists at every key (confirmAll). That cannot
+// the end that it still exists at every key. That cannot
 // deadlock: at every key a claim only waits for claims with a lower token,
 // whatever the order in which requests list their keys.
 //
@@ -136,11 +136,11 @@ func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 func (a *acquisition) enqueue(ctx context.Context) error {
 	now := time.Now()
 	n := len(a.dirs)
-	notYet := make([]clientv3.Cmp, n)
+	cmps := make([]clientv3.Cmp, n) // our name absent at every key; at the end, our identity
 	ops := make([]clientv3.Op, 2*n, 2*n+1)
 	rec := a.record(now, backend.Timestamp{})
 	for i, dir := range a.dirs {
-		notYet[i] = absent(a.e.keys[i])
+		cmps[i] = absent(a.e.keys[i])
 		ops[i] = aheadOf(a.kind, dir, 0)
 		ops[n+i] = a.putAt(a.e.keys[i], rec)
 	}
@@ -150,7 +150,7 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 		a.permit = backend.NoPermit
 		ops[1] = clientv3.OpTxn([]clientv3.Cmp{freeOf(a.kind, a.dirs[0])}, []clientv3.Op{alone}, []clientv3.Op{ops[1]})
 	}
-	resp, err := a.create(ctx, notYet, a.withStamp(ops...)...)
+	resp, err := a.create(ctx, cmps, a.withStamp(ops...)...)
 	if err != nil {
 		return err
 	}
@@ -188,12 +188,24 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 			return err
 		}
 	}
-	if waited && n > 1 && a.req.Stamp == nil {
+	if !waited || n == 1 || a.req.Stamp != nil {
 		// With stamps, stamp's Txn compares the claim's identity at
-		// every key and makes this check.
-		return a.confirmAll(ctx)
+		// every key and makes the check below.
+		return nil
 	}
-	return nil
+	// Each wait checked the claim only at the key it waited at, so an
+	// operator may have deleted it meanwhile at a key it held before, and
+	// another claim may hold that key now; the Acquire must then fail
+	// (ErrLeaseExpired, and its cleanup removes the rest), not hold beside
+	// that claim. Once the claim exists at every key at one revision it
+	// holds them all: it was admitted at each, and later claims only queue
+	// behind it. One Txn checks that, tried again while etcd cannot be
+	// reached (see send).
+	for i, key := range a.e.keys {
+		cmps[i] = incarnation(key, a.e.token)
+	}
+	_, err = a.guarded(ctx, cmps, func() []clientv3.Op { return nil })
+	return err
 }
 
 // firstAhead checks that the claim just ahead of ours at each key, as the
@@ -326,7 +338,7 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 				continue
 			case a.kind.Counted():
 				if races++; races > 3 && !a.req.Wait {
-					return a.lockedError() // the queue keeps changing under us
+					return fmt.Errorf("etcd acquire %q: %w", a.req.Key, backend.ErrLocked) // the queue keeps changing under us
 				}
 				newest := int64(0)
 				if kvs := rangeKvs(resp, 0); len(kvs) > 0 {
@@ -341,7 +353,7 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 		}
 		switch {
 		case !a.req.Wait:
-			return a.lockedError()
+			return fmt.Errorf("etcd acquire %q: %w", a.req.Key, backend.ErrLocked)
 		case wait == nil:
 			continue
 		}
@@ -437,10 +449,6 @@ func rangeKvs(resp *clientv3.TxnResponse, i int) []*mvccpb.KeyValue {
 func (a *acquisition) lostError() error {
 	return fmt.Errorf("%w: etcd acquire %q: claim %s vanished (lease ended or deleted)",
 		backend.ErrLeaseExpired, a.req.Key, a.e.key)
-}
-
-func (a *acquisition) lockedError() error {
-	return fmt.Errorf("etcd acquire %q: %w", a.req.Key, backend.ErrLocked)
 }
 
 // inconsistent reports a Txn whose compares and reads disagree, which etcd's

@@ -1,16 +1,12 @@
 package etcd
 
-import (
-	"context"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-)
+import clientv3 "go.etcd.io/etcd/client/v3"
 
 // Multi-key claims (AcquireRequest.Keys) take the paths of every claim
 // (acquire.go, and the package documentation); this file holds what only
-// they need: the check after waiting that the claim still exists at every
-// key (confirmAll), and the bounds that keep their requests within etcd's
-// limits.
+// they need: the bounds that keep their requests within etcd's limits.
+// (The check after waiting that the claim still exists at every key is at
+// the end of enqueue.)
 //
 // etcd limits the longest of a Txn's lists (compares, success ops, failure
 // ops) to --max-txn-ops, 128 by default, and a nested Txn's to what the
@@ -42,23 +38,6 @@ import (
 // all, are the enqueue, the try without its reads and the stamps' write;
 // each names every key's etcd key about four times and carries the value
 // once, and stays within the default limit.
-
-// confirmAll checks, in one Txn, that the claim still exists at every key.
-// Each wait checked the claim only at the key it waited at, so an operator
-// may have deleted it meanwhile at a key it held before, and another claim
-// may hold that key now; the Acquire must then fail (ErrLeaseExpired, and
-// its cleanup removes the rest), not hold beside that claim. Once the
-// claim exists at every key at one revision it holds them all: it was
-// admitted at each, and later claims only queue behind it. While etcd
-// cannot be reached it tries again (see send).
-func (a *acquisition) confirmAll(ctx context.Context) error {
-	cmps := make([]clientv3.Cmp, len(a.dirs))
-	for i, key := range a.e.keys {
-		cmps[i] = incarnation(key, a.e.token)
-	}
-	_, err := a.guarded(ctx, cmps, func() []clientv3.Op { return nil })
-	return err
-}
 
 // maxTxnBytes bounds the size of a multi-key Txn that carries reads besides
 // its compares and writes. etcd refuses requests over its

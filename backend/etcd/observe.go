@@ -47,9 +47,9 @@ type observation struct {
 	b      *Backend
 	key    string
 	dir    string
-	rev    int64               // the last revision applied
+	rev    int64              // the last revision applied
 	claims []*mvccpb.KeyValue // the queue directory as of rev, by create revision
-	last   backend.LockInfo    // the last state yielded
+	last   backend.LockInfo   // the last state yielded
 	yield  func(backend.LockInfo, error) bool
 }
 

@@ -174,18 +174,16 @@ func (r *registry) armLocked(e *entry, d time.Duration) {
 // comes first, and no watch starts, or finds the watch and stops it.
 func (r *registry) mature(e *entry) {
 	r.mu.Lock()
-	if e.state >= lost || len(e.watches) > 0 {
-		r.mu.Unlock()
-		return
-	}
 	// A multi-key claim is lost when it is lost at any key: every key's
 	// watch reports to the entry. A begin fails only once the mux has
 	// stopped for good: as if etcd refused the watch.
 	var s *wstream
-	for _, k := range e.keys {
-		w := &keyWatch{key: k, from: e.token + 1, now: true, target: e}
-		if ws, err := r.mux.begin(w); err == nil {
-			e.watches, s = append(e.watches, w), ws
+	if e.state < lost && len(e.watches) == 0 { // not gone or ended, nor watched by an earlier mature
+		for _, k := range e.keys {
+			w := &keyWatch{key: k, from: e.token + 1, now: true, target: e}
+			if ws, err := r.mux.begin(w); err == nil {
+				e.watches, s = append(e.watches, w), ws
+			}
 		}
 	}
 	r.mu.Unlock()

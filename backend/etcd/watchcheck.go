@@ -60,10 +60,7 @@ type check struct {
 // wanted reports whether c still applies: its watch was not stopped,
 // finished or (for a gap) compacted meanwhile.
 func (c check) wanted() bool {
-	if c.at == 0 {
-		return c.w.state == watchChecking
-	}
-	return c.w.state == watchLive
+	return c.at == 0 && c.w.state == watchChecking || c.at != 0 && c.w.state == watchLive
 }
 
 // startChecksLocked queues c and starts the check goroutine unless it
