@@ -340,12 +340,10 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 				if races++; races > 3 && !a.req.Wait {
 					return fmt.Errorf("etcd acquire %q: %w", a.req.Key, backend.ErrLocked) // the queue keeps changing under us
 				}
-				newest := int64(0)
-				if kvs := rangeKvs(resp, 0); len(kvs) > 0 {
-					newest = kvs[0].CreateRevision
-				}
+				// The reads saw every claim (fewer than n), all created at
+				// or before the revision they were made at.
 				a.permit = p
-				picked = []clientv3.Cmp{absent(a.e.key), clientv3.Compare(clientv3.CreateRevision(a.dirs[0]), "<", newest+1).WithPrefix()}
+				picked = []clientv3.Cmp{absent(a.e.key), clientv3.Compare(clientv3.CreateRevision(a.dirs[0]), "<", resp.Header.Revision+1).WithPrefix()}
 				continue
 			case els != nil:
 				return a.inconsistent() // the compares saw a claim that the reads did not

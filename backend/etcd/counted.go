@@ -60,7 +60,6 @@ func (a *acquisition) waitCounted(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		rev := resp.Header.Revision
 		p, watch, puts, err := a.countedNext(rangeKvs(resp, 0))
 		switch {
 		case err != nil:
@@ -82,9 +81,9 @@ func (a *acquisition) waitCounted(ctx context.Context) error {
 			return a.holds(now, resp)
 		case len(watch) > 1:
 			// The first waiter: any of the n holders.
-			err = a.waitFor(ctx, newOlderWatch(a.dirs[0], a.e.token, n, rev+1, nil))
+			err = a.waitFor(ctx, newOlderWatch(a.dirs[0], a.e.token, n, resp.Header.Revision+1, nil))
 		default:
-			err = a.waitAny(ctx, watch, rev+1, puts)
+			err = a.waitAny(ctx, watch, resp.Header.Revision+1, puts)
 		}
 		if err != nil {
 			return err
