@@ -70,14 +70,9 @@ func blockers(k backend.Kind, dir string) (start, end string) {
 // newest of all: the claim that a claim of kind k waits for.
 func aheadOf(k backend.Kind, dir string, token int64) clientv3.Op {
 	start, end := blockers(k, dir)
-	opts := []clientv3.OpOption{
-		clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(1),
+	return clientv3.OpGet(start, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(1),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
-	}
-	if token > 0 {
-		opts = append(opts, clientv3.WithMaxCreateRev(token-1))
-	}
-	return clientv3.OpGet(start, opts...)
+		clientv3.WithMaxCreateRev(max(token-1, 0))) // 0: no bound
 }
 
 // freeOf holds while no claim of dir blocks a claim of kind k. (A compare
