@@ -70,13 +70,12 @@ func encodeClaim(r claimRecord) string {
 func decodeClaim(v []byte, k backend.Kind) (claimRecord, error) {
 	d := decoder{buf: v}
 	var r claimRecord
-	if ver := d.byte(); d.err == nil && ver != recordVersion {
-		d.fail("version %d", ver)
+	if ver := d.byte(); ver != recordVersion {
+		d.fail("version %d", ver) // no-op after a failed read: the first error stays
 	}
-	if p := d.uvarint(); p > uint64(k.Permits) {
+	p := d.uvarint()
+	if r.Permit = int(p) - 1; p > uint64(k.Permits) {
 		d.fail("permit %d of %d", p-1, k.Permits)
-	} else {
-		r.Permit = int(p) - 1
 	}
 	owner := d.bytes(d.uvarint())
 	at := d.varint()

@@ -248,12 +248,18 @@ func (m *mux) end(w *keyWatch) *wstream {
 	if w.state == watchDone {
 		return nil
 	}
-	w.state = watchDone
-	delete(m.live, w)
+	return m.doneLocked(w)
+}
+
+// doneLocked marks w done and, if it is created on a stream, queues its
+// cancel there and returns that stream (else nil).
+func (m *mux) doneLocked(w *keyWatch) *wstream {
 	s := w.s
 	if s != nil {
 		m.cancelLocked(w)
 	}
+	w.state = watchDone
+	delete(m.live, w)
 	return s
 }
 
@@ -356,10 +362,6 @@ func (w *keyWatch) noticeOf(rev int64, err error) notice {
 // notice for its target (see noticeOf). If it is created
 // on a stream, its cancel is queued there; the caller kicks a flush.
 func (m *mux) finishLocked(w *keyWatch, rev int64, err error) notice {
-	if w.s != nil {
-		m.cancelLocked(w)
-	}
-	w.state = watchDone
-	delete(m.live, w)
+	m.doneLocked(w)
 	return w.noticeOf(rev, err)
 }
