@@ -57,8 +57,7 @@ func fitting(cmps []clientv3.Cmp, ops, reads []clientv3.Op) []clientv3.Op {
 	const framing = 32
 	n := 0
 	for i := range cmps {
-		c := cmps[i].GetCompare()
-		n += len(c.GetKey()) + len(c.GetRangeEnd()) + framing
+		n += len(cmps[i].KeyBytes()) + len(cmps[i].GetCompare().RangeEnd) + framing
 	}
 	for _, op := range append(ops[:len(ops):len(ops)], reads...) {
 		n += len(op.KeyBytes()) + len(op.RangeBytes()) + len(op.ValueBytes()) + framing

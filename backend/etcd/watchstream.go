@@ -209,11 +209,7 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 		// watch of puts, which any change ends). The first one at or
 		// above from is the incarnation's: a later incarnation of the
 		// name needs this one deleted first.
-		if ev.Type != mvccpb.DELETE && !w.puts {
-			continue
-		}
-		rev := ev.Kv.ModRevision
-		if rev >= w.from {
+		if rev := ev.Kv.ModRevision; (ev.Type == mvccpb.DELETE || w.puts) && rev >= w.from {
 			return []notice{m.finishLocked(w, rev, nil)}, true, false
 		}
 	}
