@@ -9,9 +9,10 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// A claim's kind (backend.Kind) is part of its name, so that the reads of
-// a queue that decide who holds the key stay keys-only, whatever values
-// the claims publish (up to backend.MaxValueLen each):
+// A claim's kind (backend.Kind) is part of its name, and only there (its
+// record does not repeat it), so that the reads of a queue that decide who
+// holds the key stay keys-only, whatever values the claims publish (up to
+// backend.MaxValueLen each):
 //
 //	<lease hex>[-<slot>]          exclusive
 //	s<lease hex>[-<slot>]         shared

@@ -13,9 +13,10 @@ import (
 
 // ErrBadRecord reports a value under the Backend's prefix that this package
 // did not write or cannot read: a claim or stamp record that is truncated,
-// has trailing bytes, carries an unknown version or flag, or has fields
-// that contradict each other. Inspect and Acquire
-// (when reading the previous stamp) return it wrapped.
+// has trailing bytes, carries an unknown version, or has fields that
+// contradict each other or the kind the claim's name gives (a permit out of
+// range). Inspect and Acquire (when reading the previous stamp) return it
+// wrapped.
 var ErrBadRecord = errors.New("etcd: malformed record")
 
 // Record versions. A decoder rejects versions it does not know rather than
