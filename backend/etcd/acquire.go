@@ -128,7 +128,7 @@ func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 // claim's put is a nested Txn that records permit 0 when the queue was
 // empty). The claim then waits at the other keys, one at a time (waitAt;
 // a counted claim, waitCounted); a multi-key claim that waited checks at
-// the end that it still exists at every key (confirmAll). That cannot
+// the end that it still exists at every key. That cannot
 // deadlock: at every key a claim only waits for claims with a lower token,
 // whatever the order in which requests list their keys.
 //
@@ -136,11 +136,11 @@ func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 func (a *acquisition) enqueue(ctx context.Context) error {
 	now := time.Now()
 	n := len(a.dirs)
-	notYet := make([]clientv3.Cmp, n)
+	cmps := make([]clientv3.Cmp, n) // our name absent at every key; at the end, our identity
 	ops := make([]clientv3.Op, 2*n, 2*n+1)
 	rec := a.record(now, backend.Timestamp{})
 	for i, dir := range a.dirs {
-		notYet[i] = absent(a.e.keys[i])
+		cmps[i] = absent(a.e.keys[i])
 		ops[i] = aheadOf(a.kind, dir, 0)
 		ops[n+i] = a.putAt(a.e.keys[i], rec)
 	}
@@ -150,18 +150,20 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 		a.permit = backend.NoPermit
 		ops[1] = clientv3.OpTxn([]clientv3.Cmp{freeOf(a.kind, a.dirs[0])}, []clientv3.Op{alone}, []clientv3.Op{ops[1]})
 	}
-	resp, err := a.create(ctx, notYet, a.withStamp(ops...)...)
-	switch {
-	case err != nil:
+	resp, err := a.create(ctx, cmps, a.withStamp(ops...)...)
+	if err != nil {
 		return err
+	}
+	if resp.Succeeded {
+		a.b.reg.setToken(a.e, resp.Header.Revision)
+	}
+	switch {
 	case !resp.Succeeded:
 		err = a.adopt(ctx)
 	case a.kind.Counted() && resp.Responses[1].GetResponseTxn().GetSucceeded():
-		a.b.reg.setToken(a.e, resp.Header.Revision)
 		a.permit = 0
 		return a.holds(now, resp)
 	default:
-		a.b.reg.setToken(a.e, resp.Header.Revision)
 		_, err = a.firstAhead(resp)
 	}
 	if err != nil {
@@ -186,12 +188,24 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 			return err
 		}
 	}
-	if waited && n > 1 && a.req.Stamp == nil {
+	if !waited || n == 1 || a.req.Stamp != nil {
 		// With stamps, stamp's Txn compares the claim's identity at
-		// every key and makes this check.
-		return a.confirmAll(ctx)
+		// every key and makes the check below.
+		return nil
 	}
-	return nil
+	// Each wait checked the claim only at the key it waited at, so an
+	// operator may have deleted it meanwhile at a key it held before, and
+	// another claim may hold that key now; the Acquire must then fail
+	// (ErrLeaseExpired, and its cleanup removes the rest), not hold beside
+	// that claim. Once the claim exists at every key at one revision it
+	// holds them all: it was admitted at each, and later claims only queue
+	// behind it. One Txn checks that, tried again while etcd cannot be
+	// reached (see send).
+	for i, key := range a.e.keys {
+		cmps[i] = incarnation(key, a.e.token)
+	}
+	_, err = a.guarded(ctx, cmps, func() []clientv3.Op { return nil })
+	return err
 }
 
 // firstAhead checks that the claim just ahead of ours at each key, as the
@@ -202,7 +216,7 @@ func (a *acquisition) firstAhead(resp *clientv3.TxnResponse) (string, error) {
 	for i := range a.dirs {
 		if kvs := rangeKvs(resp, i); len(kvs) > 0 {
 			if !agrees(a.kind, string(kvs[0].Key)) {
-				return "", a.mismatchError()
+				return "", fmt.Errorf("etcd acquire %q (%d permits): %w", a.req.Key, a.kind.Permits, backend.ErrPermitMismatch)
 			}
 			first = cmp.Or(first, string(kvs[0].Key))
 		}
@@ -256,7 +270,7 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 			switch {
 			case a.kind.Shared:
 				// Our own name is outside the range freeOf covers: a
-				// claim under it is found by the put (see overwritten).
+				// claim under it is found by the put (see strays).
 				puts[i] = a.putAt(a.e.keys[i], rec, clientv3.WithPrevKV())
 			case a.kind.Counted():
 				// The claims that may hold, with their records (permits).
@@ -268,38 +282,31 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 		if a.kind.Counted() {
 			reads = append(reads, a.fenceRead()) // its failures are told apart by the reads alone
 		}
-		inline := txnBytes(free, puts, reads) <= maxTxnBytes
-		els := reads
-		if !inline {
-			els = nil
-		}
+		els := fitting(free, puts, reads) // nil: the reads follow in a Txn of their own
 		txn, seen := a.creating(a.b.cli.Txn(ctx), free, a.withStamp(puts...), els)
 		a.mayExist = true
 		resp, err := txn.Commit()
 		if err != nil {
 			return rpcError(ctx, "acquire", err)
 		}
-		if resp.Succeeded {
-			if del := a.overwritten(resp); del != nil {
-				if err := a.removeStray(ctx, del); err != nil {
-					return err
-				}
-				continue
-			}
-			a.b.reg.setToken(a.e, resp.Header.Revision)
-			return a.holds(now, resp)
-		}
-		if !inline {
+		made := resp.Succeeded // not the reads' Txn below, which has no compares
+		if !made && els == nil {
 			if resp, err = a.b.cli.Txn(ctx).Then(reads...).Commit(); err != nil {
 				return rpcError(ctx, "acquire", err)
 			}
 		}
-		if del := a.strays(resp, n, n); del != nil {
-			if err := a.removeStray(ctx, del); err != nil {
-				return err
+		if del := a.strays(resp, made); del != nil {
+			// Each delete is compared on the create revision found, so
+			// that, applied late, it removes no later claim.
+			if _, err := a.b.cli.Txn(ctx).Then(del...).Commit(); err != nil {
+				return rpcError(ctx, "acquire", err)
 			}
 			picked, a.permit = nil, 0
 			continue
+		}
+		if made {
+			a.b.reg.setToken(a.e, resp.Header.Revision)
+			return a.holds(now, resp)
 		}
 		a.mayExist = false
 		blocker, err := a.firstAhead(resp)
@@ -331,22 +338,20 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 				continue
 			case a.kind.Counted():
 				if races++; races > 3 && !a.req.Wait {
-					return a.lockedError() // the queue keeps changing under us
+					return fmt.Errorf("etcd acquire %q: %w", a.req.Key, backend.ErrLocked) // the queue keeps changing under us
 				}
-				newest := int64(0)
-				if kvs := rangeKvs(resp, 0); len(kvs) > 0 {
-					newest = kvs[0].CreateRevision
-				}
+				// The reads saw every claim (fewer than n), all created at
+				// or before the revision they were made at.
 				a.permit = p
-				picked = []clientv3.Cmp{absent(a.e.key), clientv3.Compare(clientv3.CreateRevision(a.dirs[0]), "<", newest+1).WithPrefix()}
+				picked = []clientv3.Cmp{absent(a.e.key), clientv3.Compare(clientv3.CreateRevision(a.dirs[0]), "<", resp.Header.Revision+1).WithPrefix()}
 				continue
-			case inline:
+			case els != nil:
 				return a.inconsistent() // the compares saw a claim that the reads did not
 			}
 		}
 		switch {
 		case !a.req.Wait:
-			return a.lockedError()
+			return fmt.Errorf("etcd acquire %q: %w", a.req.Key, backend.ErrLocked)
 		case wait == nil:
 			continue
 		}
@@ -371,11 +376,7 @@ func rewrite(key, v string) clientv3.Op {
 // when it becomes the holder, so Inspect reports when the claim came to
 // hold the key, not when it was queued.
 func (a *acquisition) record(now time.Time, st backend.Timestamp) string {
-	r := claimRecord{Owner: a.req.Owner, AcquiredAt: now, Stamp: st, Permit: a.permit, Value: a.value}
-	if a.kind != exclusive {
-		r.Shared, r.Permits = a.kind.Shared, a.kind.Permits
-	}
-	return encodeClaim(r)
+	return encodeClaim(claimRecord{Owner: a.req.Owner, AcquiredAt: now, Stamp: st, Permit: a.permit, Value: a.value})
 }
 
 // withStamp appends a read of the stamp record when the request stamps; it
@@ -446,14 +447,6 @@ func rangeKvs(resp *clientv3.TxnResponse, i int) []*mvccpb.KeyValue {
 func (a *acquisition) lostError() error {
 	return fmt.Errorf("%w: etcd acquire %q: claim %s vanished (lease ended or deleted)",
 		backend.ErrLeaseExpired, a.req.Key, a.e.key)
-}
-
-func (a *acquisition) mismatchError() error {
-	return fmt.Errorf("etcd acquire %q (%d permits): %w", a.req.Key, a.kind.Permits, backend.ErrPermitMismatch)
-}
-
-func (a *acquisition) lockedError() error {
-	return fmt.Errorf("etcd acquire %q: %w", a.req.Key, backend.ErrLocked)
 }
 
 // inconsistent reports a Txn whose compares and reads disagree, which etcd's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ash-lock/ashlock/backend"
@@ -28,7 +29,7 @@ import (
 //     is a stray: taken for a claim that blocks it, it would keep a
 //     TryAcquire out, and a waiting request would wait for it, bound to
 //     our own live lease, until ctx ends. It is removed and the request
-//     sent again (removeStray).
+//     sent again (strays).
 
 // adopt takes over the claim an enqueue found under our name, if it is one
 // claim of ours, and then checks the permit count against the claims
@@ -67,46 +68,31 @@ func (a *acquisition) adopt(ctx context.Context) error {
 	return err
 }
 
-// strays returns the deletes, each compared on the create revision read,
-// of the claims that resp, the answer to reads of which n from the i-th
-// on are of our name at each key (keys only), found there; nil if none.
-func (a *acquisition) strays(resp *clientv3.TxnResponse, i, n int) []clientv3.Op {
+// strays returns the deletes, each compared on the create revision found,
+// of what resp, the answer to whenFree's Txn (made: it succeeded) or,
+// after it failed, to its reads, found under our name, at each key, nil if
+// nothing: after a failure, what the reads of our name found; after a
+// success, if a put
+// found a claim under our name (a shared request's, whose compares do not
+// cover its name) and so kept that claim's create revision there, what the
+// Txn made at every key.
+func (a *acquisition) strays(resp *clientv3.TxnResponse, made bool) []clientv3.Op {
 	var del []clientv3.Op
-	for j := i; j < i+n; j++ {
-		if kvs := rangeKvs(resp, j); len(kvs) > 0 {
-			del = append(del, guardedDelete(string(kvs[0].Key), kvs[0].CreateRevision))
-		}
-	}
-	return del
-}
-
-// overwritten returns, for resp, the answer to a shared request's Txn that
-// put the claim at every key (whenFree), the deletes that remove what it
-// made if a put found a claim under our name (a stray) and so kept that
-// claim's create revision there; nil if none did.
-func (a *acquisition) overwritten(resp *clientv3.TxnResponse) []clientv3.Op {
-	del := make([]clientv3.Op, len(a.dirs))
-	found := false
+	found := !made
 	for i, key := range a.e.keys {
-		rev := resp.Header.Revision
-		if prev := resp.Responses[i].GetResponsePut().GetPrevKv(); prev != nil {
-			rev, found = prev.CreateRevision, true
+		kvs := rangeKvs(resp, len(a.dirs)+i)
+		if made {
+			kvs = []*mvccpb.KeyValue{{CreateRevision: resp.Header.Revision}}
+			if prev := resp.Responses[i].GetResponsePut().GetPrevKv(); prev != nil {
+				kvs, found = []*mvccpb.KeyValue{prev}, true
+			}
 		}
-		del[i] = guardedDelete(key, rev)
+		if len(kvs) > 0 {
+			del = append(del, guardedDelete(key, kvs[0].CreateRevision))
+		}
 	}
 	if !found {
 		return nil
 	}
 	return del
-}
-
-// removeStray sends del, the deletes of what a request that does not queue
-// found under its name, so that it can be sent again. Each is compared on
-// the create revision found, so that, applied late, it removes no later
-// claim.
-func (a *acquisition) removeStray(ctx context.Context, del []clientv3.Op) error {
-	if _, err := a.b.cli.Txn(ctx).Then(del...).Commit(); err != nil {
-		return rpcError(ctx, "acquire", err)
-	}
-	return nil
 }

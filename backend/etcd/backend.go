@@ -80,7 +80,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Backend{cli: cli, layout: l, ctx: ctx, cancel: cancel}
 	// What is left of a held multi-key claim lost at one of its keys (see
-	// entry.keyDeleted) is removed, compared on the claim's identity at
+	// entry.notify) is removed, compared on the claim's identity at
 	// every key, and then its name freed. The watch that saw the loss
 	// calls this, so it only spawns the work, which tries until it
 	// succeeds or the Backend is closed (and does not hold up Close).

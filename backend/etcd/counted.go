@@ -60,7 +60,6 @@ func (a *acquisition) waitCounted(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		rev := resp.Header.Revision
 		p, watch, puts, err := a.countedNext(rangeKvs(resp, 0))
 		switch {
 		case err != nil:
@@ -82,9 +81,9 @@ func (a *acquisition) waitCounted(ctx context.Context) error {
 			return a.holds(now, resp)
 		case len(watch) > 1:
 			// The first waiter: any of the n holders.
-			err = a.waitOlder(ctx, n, rev+1)
+			err = a.waitFor(ctx, newOlderWatch(a.dirs[0], a.e.token, n, resp.Header.Revision+1, nil))
 		default:
-			err = a.waitAny(ctx, watch, rev+1, puts)
+			err = a.waitAny(ctx, watch, resp.Header.Revision+1, puts)
 		}
 		if err != nil {
 			return err
@@ -105,11 +104,12 @@ func (a *acquisition) countedNext(kvs []*mvccpb.KeyValue) (permit int, watch []s
 	i := len(kvs)
 	q, permits := make([]backend.Kind, i+1), make([]int, i)
 	for j, kv := range kvs {
-		r, err := decodeClaim(kv.Value)
+		k := kindOfName(string(kv.Key))
+		r, err := decodeClaim(kv.Value, k)
 		if err != nil {
 			return 0, nil, false, fmt.Errorf("%w: etcd acquire %q: claim %s: %w", backend.ErrUnavailable, a.req.Key, kv.Key, err)
 		}
-		q[i-1-j], permits[i-1-j] = kindOfName(string(kv.Key)), r.Permit
+		q[i-1-j], permits[i-1-j] = k, r.Permit
 	}
 	q[i] = a.kind
 	key := func(j int) string { return string(kvs[i-1-j].Key) }

@@ -19,7 +19,7 @@ import (
 func TestCountedNext(t *testing.T) {
 	a := &acquisition{req: backend.AcquireRequest{Key: "k"}, kind: backend.Kind{Permits: 3}}
 	claim := func(name string, permit int) *mvccpb.KeyValue {
-		r := claimRecord{Permits: 3, Permit: permit}
+		r := claimRecord{Permit: permit}
 		return &mvccpb.KeyValue{Key: []byte("d/" + name), Value: []byte(encodeClaim(r))}
 	}
 	other := &mvccpb.KeyValue{Key: []byte("d/2"), Value: []byte(encodeClaim(claimRecord{}))}

@@ -16,9 +16,10 @@
 //	<prefix>stamps/<escaped key>                       last holder's stamp (only with stamps on)
 //	<prefix>fences/<lease>                             the lease's fence (only after a lost reply)
 //
-// A claim's value is its record (record.go): the kind, the permit count
-// (0 for a plain exclusive claim), the permit held (none yet while a
-// counted claim waits), owner, acquired-at, stamp and the published value.
+// A claim's value is its record (record.go): the permit held (none yet
+// while a counted claim waits), owner, acquired-at, stamp and the published
+// value; its kind is in its name alone. A stamp record is the same record
+// with the stamp alone set.
 //
 // The escaping replaces '/', '%' and control bytes with %XX, so the queue
 // directories of two keys never nest, even when one key is a prefix of the

@@ -554,8 +554,13 @@ func newRecTarget() *recTarget {
 	return &recTarget{deleted: make(chan int64, 2), failed: make(chan error, 2)}
 }
 
-func (r *recTarget) keyDeleted(rev int64)  { r.deleted <- rev }
-func (r *recTarget) watchFailed(err error) { r.failed <- err }
+func (r *recTarget) notify(n watchNews) {
+	if n.err != nil {
+		r.failed <- n.err
+	} else {
+		r.deleted <- n.rev
+	}
+}
 
 // bound is how long these tests wait for something that should happen.
 const bound = 5 * time.Second

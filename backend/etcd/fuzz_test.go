@@ -52,31 +52,24 @@ func FuzzClaimRecord(f *testing.F) {
 	f.Add([]byte{1, 0x80, 0x00, 0, 0, 0}, "a\x00b", int64(1), int64(1<<62), uint32(0)) // overlong length
 	f.Add([]byte{1, 0, 0, 0, 0}, "v1", int64(0), int64(0), uint32(0))                  // truncated
 	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, "", int64(0), int64(0), uint32(0))
-	full := encodeClaim(claimRecord{Owner: "o", Shared: true, Permits: 1, Permit: backend.NoPermit, Value: []byte("v")})
+	full := encodeClaim(claimRecord{Owner: "o", Permit: backend.NoPermit, Value: []byte("v")})
 	f.Add([]byte(full), "o", int64(0), int64(0), uint32(0))
-	f.Add([]byte(encodeClaim(claimRecord{Permits: 3, Permit: 2, Value: []byte{0}})), "", int64(1), int64(2), uint32(3))
-	f.Add([]byte{1, 2, 0, 0, 0, 0, 0, 0, 0}, "", int64(0), int64(0), uint32(0))                // unknown flag
-	f.Add([]byte{1, 1, 3, 0, 0, 0, 0, 0, 0}, "", int64(0), int64(0), uint32(0))                // shared with 3 permits
-	f.Add([]byte{1, 0, 3, 5, 0, 0, 0, 0, 0}, "", int64(0), int64(0), uint32(0))                // permit 4 of 3
-	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x80, 0x10}, "", int64(0), int64(0), uint32(0)) // value too long
-	f.Add([]byte{2, 0, 0, 0, 0}, "v2", int64(0), int64(0), uint32(0))                          // unknown version
+	f.Add([]byte(encodeClaim(claimRecord{Permit: 2, Value: []byte{0}})), "", int64(1), int64(2), uint32(3))
+	f.Add([]byte{1, 5, 0, 0, 0, 0, 0}, "", int64(0), int64(0), uint32(0))                // permit 4
+	f.Add([]byte{1, 0, 0, 0, 0, 0, 0x80, 0x80, 0x10}, "", int64(0), int64(0), uint32(0)) // value too long
+	f.Add([]byte{2, 0, 0, 0, 0}, "v2", int64(0), int64(0), uint32(0))                    // unknown version
 	f.Fuzz(func(t *testing.T, data []byte, owner string, at, wall int64, logical uint32) {
-		if rec, err := decodeClaim(data); err != nil {
+		// Read as a claim with n permits, n from the inputs.
+		k := backend.Kind{Permits: int(1 + uint64(wall)%backend.MaxPermits)}
+		if rec, err := decodeClaim(data, k); err != nil {
 			if !errors.Is(err, ErrBadRecord) {
 				t.Fatalf("decodeClaim(%x) error %v does not wrap ErrBadRecord", data, err)
 			}
 		} else {
-			again, err := decodeClaim([]byte(encodeClaim(rec)))
+			again, err := decodeClaim([]byte(encodeClaim(rec)), k)
 			if err != nil || !sameRecord(again, rec) {
 				t.Fatalf("decodeClaim(%x) = %+v, which re-encodes to %+v, %v", data, rec, again, err)
 			}
-		}
-		if st, err := decodeStamp(data); err != nil {
-			if !errors.Is(err, ErrBadRecord) {
-				t.Fatalf("decodeStamp(%x) error %v does not wrap ErrBadRecord", data, err)
-			}
-		} else if again, err := decodeStamp([]byte(encodeStamp(st))); err != nil || again != st {
-			t.Fatalf("decodeStamp(%x) = %v, which re-encodes to %v, %v", data, st, again, err)
 		}
 
 		var acquired time.Time
@@ -84,31 +77,26 @@ func FuzzClaimRecord(f *testing.F) {
 			acquired = time.Unix(0, at)
 		}
 		rec := claimRecord{Owner: owner, AcquiredAt: acquired, Stamp: backend.Timestamp{WallTime: wall, Logical: logical}}
-		got, err := decodeClaim([]byte(encodeClaim(rec)))
+		got, err := decodeClaim([]byte(encodeClaim(rec)), k)
 		if err != nil || !sameRecord(got, rec) {
 			t.Fatalf("decodeClaim(encodeClaim(%+v)) = %+v, %v", rec, got, err)
 		}
-		// The same fields with a kind, a permit and a value, derived from the
-		// inputs.
-		rec.Permits = int(uint64(wall) % (backend.MaxPermits + 1))
-		rec.Shared = logical%2 == 1 && rec.Permits <= 1
-		rec.Permit = int(logical%uint32(max(rec.Permits, 1))) - int(logical/2%2) // sometimes backend.NoPermit
+		// The same fields with a permit in k's range and a value, derived
+		// from the inputs.
+		rec.Permit = int(logical%uint32(k.Permits)) - int(logical/2%2) // sometimes backend.NoPermit
 		rec.Value = []byte(owner)
-		got, err = decodeClaim([]byte(encodeClaim(rec)))
+		got, err = decodeClaim([]byte(encodeClaim(rec)), k)
 		if err != nil || !sameRecord(got, rec) {
 			t.Fatalf("decodeClaim(encodeClaim(%+v)) = %+v, %v", rec, got, err)
-		}
-		if got, err := decodeStamp([]byte(encodeStamp(rec.Stamp))); err != nil || got != rec.Stamp {
-			t.Fatalf("decodeStamp(encodeStamp(%v)) = %v, %v", rec.Stamp, got, err)
 		}
 	})
 }
 
-// sameRecord compares records field by field; a permit count of 0 reads
-// as 1, and no value as an empty one.
+// sameRecord compares records field by field; no value reads as an empty
+// one.
 func sameRecord(a, b claimRecord) bool {
 	return a.Owner == b.Owner && a.Stamp == b.Stamp && a.AcquiredAt.Equal(b.AcquiredAt) && a.AcquiredAt.IsZero() == b.AcquiredAt.IsZero() &&
-		a.Shared == b.Shared && max(a.Permits, 1) == max(b.Permits, 1) && a.Permit == b.Permit && bytes.Equal(a.Value, b.Value)
+		a.Permit == b.Permit && bytes.Equal(a.Value, b.Value)
 }
 
 // FuzzParseSeed checks that ParseSeed never panics, that every failure

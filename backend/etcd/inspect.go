@@ -41,11 +41,11 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.LockInfo, er
 func queueState(op, key string, kvs []*mvccpb.KeyValue, waiters bool) (backend.LockInfo, error) {
 	q := make([]backend.Queued, len(kvs))
 	for i, kv := range kvs {
-		rec, err := decodeClaim(kv.Value)
+		k := kindOfName(string(kv.Key))
+		rec, err := decodeClaim(kv.Value, k)
 		if err != nil {
 			return backend.LockInfo{}, fmt.Errorf("etcd %s %q: claim %s: %w", op, key, kv.Key, err)
 		}
-		k := kindOfName(string(kv.Key))
 		q[i] = backend.Queued{
 			Kind: k, Token: uint64(kv.CreateRevision), Admitted: !k.Counted() || rec.Permit != backend.NoPermit,
 			Permit: rec.Permit, Owner: rec.Owner, Value: rec.Value, AcquiredAt: rec.AcquiredAt, Stamp: rec.Stamp,

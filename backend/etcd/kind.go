@@ -9,9 +9,10 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// A claim's kind (backend.Kind) is part of its name, so that the reads of
-// a queue that decide who holds the key stay keys-only, whatever values
-// the claims publish (up to backend.MaxValueLen each):
+// A claim's kind (backend.Kind) is part of its name, and only there (its
+// record does not repeat it), so that the reads of a queue that decide who
+// holds the key stay keys-only, whatever values the claims publish (up to
+// backend.MaxValueLen each):
 //
 //	<lease hex>[-<slot>]          exclusive
 //	s<lease hex>[-<slot>]         shared
@@ -70,14 +71,9 @@ func blockers(k backend.Kind, dir string) (start, end string) {
 // newest of all: the claim that a claim of kind k waits for.
 func aheadOf(k backend.Kind, dir string, token int64) clientv3.Op {
 	start, end := blockers(k, dir)
-	opts := []clientv3.OpOption{
-		clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(1),
+	return clientv3.OpGet(start, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(1),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
-	}
-	if token > 0 {
-		opts = append(opts, clientv3.WithMaxCreateRev(token-1))
-	}
-	return clientv3.OpGet(start, opts...)
+		clientv3.WithMaxCreateRev(max(token-1, 0))) // 0: no bound
 }
 
 // freeOf holds while no claim of dir blocks a claim of kind k. (A compare

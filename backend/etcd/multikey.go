@@ -1,16 +1,12 @@
 package etcd
 
-import (
-	"context"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-)
+import clientv3 "go.etcd.io/etcd/client/v3"
 
 // Multi-key claims (AcquireRequest.Keys) take the paths of every claim
 // (acquire.go, and the package documentation); this file holds what only
-// they need: the check after waiting that the claim still exists at every
-// key (confirmAll), and the bounds that keep their requests within etcd's
-// limits.
+// they need: the bounds that keep their requests within etcd's limits.
+// (The check after waiting that the claim still exists at every key is at
+// the end of enqueue.)
 //
 // etcd limits the longest of a Txn's lists (compares, success ops, failure
 // ops) to --max-txn-ops, 128 by default, and a nested Txn's to what the
@@ -43,23 +39,6 @@ import (
 // each names every key's etcd key about four times and carries the value
 // once, and stays within the default limit.
 
-// confirmAll checks, in one Txn, that the claim still exists at every key.
-// Each wait checked the claim only at the key it waited at, so an operator
-// may have deleted it meanwhile at a key it held before, and another claim
-// may hold that key now; the Acquire must then fail (ErrLeaseExpired, and
-// its cleanup removes the rest), not hold beside that claim. Once the
-// claim exists at every key at one revision it holds them all: it was
-// admitted at each, and later claims only queue behind it. While etcd
-// cannot be reached it tries again (see send).
-func (a *acquisition) confirmAll(ctx context.Context) error {
-	cmps := make([]clientv3.Cmp, len(a.dirs))
-	for i, key := range a.e.keys {
-		cmps[i] = incarnation(key, a.e.token)
-	}
-	_, err := a.guarded(ctx, cmps, func() []clientv3.Op { return nil })
-	return err
-}
-
 // maxTxnBytes bounds the size of a multi-key Txn that carries reads besides
 // its compares and writes. etcd refuses requests over its
 // --max-request-bytes, 1.5 MiB by default; with backend.MaxKeys keys of the
@@ -69,20 +48,22 @@ func (a *acquisition) confirmAll(ctx context.Context) error {
 // them out and reads in a request of its own when it needs them.
 const maxTxnBytes = 1 << 20
 
-// txnBytes estimates the size of a Txn of cmps and ops as etcd receives
-// it: the bytes of every key, range end and value, and a bound on the
-// framing of each item.
-func txnBytes(cmps []clientv3.Cmp, ops ...[]clientv3.Op) int {
+// fitting returns reads, to carry in the Else branch of a Txn of cmps and
+// ops, if the Txn then stays within maxTxnBytes, and nil if not (the
+// caller then reads in a Txn of its own when it needs them). It estimates
+// the size of the Txn as etcd receives it: the bytes of every key, range
+// end and value, and a bound on the framing of each item.
+func fitting(cmps []clientv3.Cmp, ops, reads []clientv3.Op) []clientv3.Op {
 	const framing = 32
 	n := 0
 	for i := range cmps {
-		c := cmps[i].GetCompare()
-		n += len(c.GetKey()) + len(c.GetRangeEnd()) + framing
+		n += len(cmps[i].KeyBytes()) + len(cmps[i].GetCompare().RangeEnd) + framing
 	}
-	for _, list := range ops {
-		for _, op := range list {
-			n += len(op.KeyBytes()) + len(op.RangeBytes()) + len(op.ValueBytes()) + framing
-		}
+	for _, op := range append(ops[:len(ops):len(ops)], reads...) {
+		n += len(op.KeyBytes()) + len(op.RangeBytes()) + len(op.ValueBytes()) + framing
 	}
-	return n
+	if n > maxTxnBytes {
+		return nil
+	}
+	return reads
 }

@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -46,11 +47,10 @@ type observation struct {
 	b      *Backend
 	key    string
 	dir    string
-	rev    int64                       // the last revision applied
-	claims map[string]*mvccpb.KeyValue // the queue directory as of rev, by etcd key
-	last   backend.LockInfo            // the last state yielded
+	rev    int64              // the last revision applied
+	claims []*mvccpb.KeyValue // the queue directory as of rev, by create revision
+	last   backend.LockInfo   // the last state yielded
 	yield  func(backend.LockInfo, error) bool
-	sorted []*mvccpb.KeyValue // scratch for emit
 }
 
 // inbox is the target of one range watch of an observation: what the
@@ -60,14 +60,6 @@ type inbox struct {
 	mu   sync.Mutex
 	news []watchNews
 	wake chan struct{} // cap 1: news is not empty
-}
-
-// watchNews is one report of the range watch: events, or its end
-// (compacted, or failed with err).
-type watchNews struct {
-	evs       []*mvccpb.Event
-	compacted bool
-	err       error
 }
 
 // Observe implements backend.Observer. It costs one read of the key's
@@ -155,13 +147,9 @@ func (o *observation) run(ctx context.Context) error {
 func (o *observation) resync(ctx context.Context, first bool) error {
 	var bo backoff
 	for {
-		resp, err := o.b.cli.Get(ctx, o.dir, clientv3.WithPrefix())
+		resp, err := o.b.cli.Get(ctx, o.dir, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 		if err == nil {
-			o.claims = make(map[string]*mvccpb.KeyValue, len(resp.Kvs))
-			for _, kv := range resp.Kvs {
-				o.claims[string(kv.Key)] = kv
-			}
-			o.rev = resp.Header.Revision
+			o.claims, o.rev = resp.Kvs, resp.Header.Revision
 			return o.emit(first)
 		}
 		if ctx.Err() != nil || o.b.cli.Ctx().Err() != nil || forbidden(err) || !bo.wait(ctx) {
@@ -190,20 +178,18 @@ func (o *observation) follow(ctx context.Context, in *inbox) (progress bool, new
 			if n.compacted || n.err != nil {
 				return progress, n, nil
 			}
-			for i, ev := range n.evs {
+			for k, ev := range n.evs {
+				// The mux passes on no event below the watch's start
+				// (o.rev+1), so none is applied twice.
 				rev := ev.Kv.ModRevision
-				if rev <= o.rev {
-					continue // the mux sends none; never apply twice
-				}
-				switch ev.Type {
-				case mvccpb.PUT:
-					o.claims[string(ev.Kv.Key)] = ev.Kv
-				case mvccpb.DELETE:
-					delete(o.claims, string(ev.Kv.Key))
+				o.claims = slices.DeleteFunc(o.claims, func(kv *mvccpb.KeyValue) bool { return bytes.Equal(kv.Key, ev.Kv.Key) })
+				if ev.Type == mvccpb.PUT {
+					i, _ := slices.BinarySearchFunc(o.claims, ev.Kv.CreateRevision, byCreateRevision)
+					o.claims = slices.Insert(o.claims, i, ev.Kv)
 				}
 				// One revision's events are one change: state only after
 				// the last of them.
-				if i+1 < len(n.evs) && n.evs[i+1].Kv.ModRevision == rev {
+				if k+1 < len(n.evs) && n.evs[k+1].Kv.ModRevision == rev {
 					continue
 				}
 				o.rev, progress = rev, true
@@ -215,9 +201,10 @@ func (o *observation) follow(ctx context.Context, in *inbox) (progress bool, new
 	}
 }
 
-// post queues news of the watch for the Observe goroutine. It never
-// blocks: it is called by the mux's receive goroutine.
-func (in *inbox) post(n watchNews) {
+// notify implements watchTarget: it queues news of the watch for the
+// Observe goroutine. It never blocks: it is called by the mux's receive
+// goroutine.
+func (in *inbox) notify(n watchNews) {
 	in.mu.Lock()
 	in.news = append(in.news, n)
 	in.mu.Unlock()
@@ -227,23 +214,11 @@ func (in *inbox) post(n watchNews) {
 	}
 }
 
-// events, compacted and watchFailed implement rangeTarget.
-func (in *inbox) events(evs []*mvccpb.Event) { in.post(watchNews{evs: evs}) }
-func (in *inbox) compacted()                 { in.post(watchNews{compacted: true}) }
-func (in *inbox) watchFailed(err error)      { in.post(watchNews{err: err}) }
-
 // emit yields the state of the copy, holders only (queueState, Inspect's
 // rule), if always is set or its holders differ from the last state
 // yielded.
 func (o *observation) emit(always bool) error {
-	o.sorted = o.sorted[:0]
-	for _, kv := range o.claims {
-		o.sorted = append(o.sorted, kv)
-	}
-	slices.SortFunc(o.sorted, func(a, b *mvccpb.KeyValue) int {
-		return cmp.Compare(a.CreateRevision, b.CreateRevision)
-	})
-	info, err := queueState("observe", o.key, o.sorted, false)
+	info, err := queueState("observe", o.key, o.claims, false)
 	if err != nil {
 		return err
 	}
@@ -256,3 +231,5 @@ func (o *observation) emit(always bool) error {
 	}
 	return nil
 }
+
+func byCreateRevision(kv *mvccpb.KeyValue, rev int64) int { return cmp.Compare(kv.CreateRevision, rev) }

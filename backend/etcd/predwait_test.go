@@ -10,7 +10,7 @@ import (
 	"github.com/ash-lock/ashlock/backend"
 )
 
-// waiter is an acquisition, as far as waitDeleted needs one, on a fake.
+// waiter is an acquisition, as far as waitAny needs one, on a fake.
 func waiter(t *testing.T, tm *testMux) *acquisition {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -21,10 +21,10 @@ func waiter(t *testing.T, tm *testMux) *acquisition {
 	return &acquisition{b: b, e: e, req: backend.AcquireRequest{Key: "k"}, dirs: []string{"k/"}}
 }
 
-// waitAsync runs waitDeleted in the background.
+// waitAsync runs waitAny for key in the background.
 func waitAsync(ctx context.Context, a *acquisition, key string, from int64) <-chan error {
 	ch := make(chan error, 1)
-	go func() { ch <- a.waitDeleted(ctx, key, from) }()
+	go func() { ch <- a.waitAny(ctx, []string{key}, from, false) }()
 	return ch
 }
 

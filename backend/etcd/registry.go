@@ -30,7 +30,7 @@ type registry struct {
 	holdDelay, waitDelay time.Duration // the constants, but in tests
 	// abandon removes, in the background, the remains of a held
 	// multi-key claim (created at revision token) lost at one of its
-	// keys, then forgets its entry. It must not block: keyDeleted calls it.
+	// keys, then forgets its entry. It must not block: notify calls it.
 	abandon func(e *entry, token int64)
 
 	mu      sync.Mutex
@@ -75,7 +75,7 @@ type entry struct {
 // registry.mu, by the method named:
 //
 //	acquiring --promote--> held
-//	acquiring, held --keyDeleted--> lost
+//	acquiring, held --notify--> lost
 //	acquiring, held, lost --end--> ended
 //	ended --forget--> unregistered; or with its lease (forgetLease)
 //
@@ -174,18 +174,16 @@ func (r *registry) armLocked(e *entry, d time.Duration) {
 // comes first, and no watch starts, or finds the watch and stops it.
 func (r *registry) mature(e *entry) {
 	r.mu.Lock()
-	if e.state >= lost || len(e.watches) > 0 {
-		r.mu.Unlock()
-		return
-	}
 	// A multi-key claim is lost when it is lost at any key: every key's
 	// watch reports to the entry. A begin fails only once the mux has
 	// stopped for good: as if etcd refused the watch.
 	var s *wstream
-	for _, k := range e.keys {
-		w := &keyWatch{key: k, from: e.token + 1, now: true, target: e}
-		if ws, err := r.mux.begin(w); err == nil {
-			e.watches, s = append(e.watches, w), ws
+	if e.state < lost && len(e.watches) == 0 { // not gone or ended, nor watched by an earlier mature
+		for _, k := range e.keys {
+			w := &keyWatch{key: k, from: e.token + 1, now: true, target: e}
+			if ws, err := r.mux.begin(w); err == nil {
+				e.watches, s = append(e.watches, w), ws
+			}
 		}
 	}
 	r.mu.Unlock()
@@ -193,9 +191,7 @@ func (r *registry) mature(e *entry) {
 	// one, so only the last begin's stream can still need a flush: a stream
 	// that is no longer current has nothing to send (flush does nothing),
 	// and its successor creates every live watch.
-	if s != nil {
-		r.mux.flush(s)
-	}
+	r.mux.flush(s)
 }
 
 // end stops reporting e's loss and stops its timer and watch; the entry
@@ -203,7 +199,7 @@ func (r *registry) mature(e *entry) {
 // claim was already known to be gone (lost): a single-key claim's name may
 // then belong to a newer claim already, and a multi-key claim's remains
 // are being removed (abandon), so the caller must not delete by name.
-// Once end has returned true, keyDeleted changes nothing, so the name
+// Once end has returned true, notify changes nothing, so the name
 // stays the claim's until forget.
 func (r *registry) end(e *entry) bool {
 	r.mu.Lock()
@@ -261,8 +257,11 @@ func (r *registry) forgetLease(id backend.LeaseID) {
 	}
 }
 
-// keyDeleted implements watchTarget: the claim is gone, at one of its keys
-// at least.
+// notify implements watchTarget: the claim is gone, at one of its keys at
+// least. A claim whose watch fails (etcd refuses it) is left unwatched: its
+// loss is then seen by the lease's renewals (a lost lease) or, for a
+// waiter, by the Txn that checks its claim after each wake; an operator's
+// delete of a held claim goes unseen.
 //
 // A single-key claim is gone altogether, so its name is free again. A
 // multi-key claim may still exist at its other keys, where it goes on
@@ -271,11 +270,11 @@ func (r *registry) forgetLease(id backend.LeaseID) {
 // take them, token and all, for its own. So a held multi-key claim is
 // handed to abandon, which deletes what is left and then frees the name;
 // a waiting one is removed by its failing Acquire.
-func (e *entry) keyDeleted(rev int64) {
+func (e *entry) notify(n watchNews) {
 	r := e.reg
 	r.mu.Lock()
 	was := e.state
-	if was != acquiring && was != held {
+	if n.err != nil || (was != acquiring && was != held) {
 		r.mu.Unlock()
 		return
 	}
@@ -284,30 +283,16 @@ func (e *entry) keyDeleted(rev int64) {
 	if len(e.keys) == 1 {
 		r.unregisterLocked(e)
 	}
-	ws := e.watches
-	onLost := e.onLost
-	if was != held {
-		onLost = nil
-	}
-	abandon, token := len(e.keys) > 1 && was == held, e.token
+	ws, onLost, token := e.watches, e.onLost, e.token
 	r.mu.Unlock()
-	if onLost != nil {
+	if onLost != nil && was == held {
 		onLost.ClaimLost(fmt.Errorf("%w: claim %s no longer exists in etcd (gone at revision %d)",
-			backend.ErrLeaseExpired, e.key, rev))
+			backend.ErrLeaseExpired, e.key, n.rev))
 	}
-	if len(ws) > 1 {
-		// The watches of its other keys (a no-op for the one that fired).
-		for _, w := range ws {
-			r.mux.stopLater(w)
-		}
+	for _, w := range ws {
+		r.mux.stopLater(w) // the watches of its other keys (a no-op for the one that fired)
 	}
-	if abandon {
+	if len(e.keys) > 1 && was == held {
 		r.abandon(e, token)
 	}
 }
-
-// watchFailed implements watchTarget. A claim whose watch etcd refuses is
-// left unwatched: its loss is then seen by the lease's renewals (a lost
-// lease) or, for a waiter, by the Txn that checks its claim after each
-// wake; an operator's delete of a held claim goes unseen.
-func (e *entry) watchFailed(error) {}

@@ -60,20 +60,18 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 // claim is already gone (an operator deleted it there) does not keep it at
 // the others.
 func (b *Backend) deleteClaim(ctx context.Context, keys []string, token int64) error {
-	var err error
-	switch {
-	case len(keys) == 1 && token == 0:
-		_, err = b.cli.Delete(ctx, keys[0])
-	default:
-		ops := make([]clientv3.Op, len(keys))
-		for i, k := range keys {
-			ops[i] = clientv3.OpDelete(k)
-			if token != 0 {
-				ops[i] = guardedDelete(k, token)
-			}
-		}
-		_, err = b.cli.Txn(ctx).Then(ops...).Commit()
+	if len(keys) == 1 && token == 0 {
+		_, err := b.cli.Delete(ctx, keys[0])
+		return err
 	}
+	ops := make([]clientv3.Op, len(keys))
+	for i, k := range keys {
+		ops[i] = clientv3.OpDelete(k)
+		if token != 0 {
+			ops[i] = guardedDelete(k, token)
+		}
+	}
+	_, err := b.cli.Txn(ctx).Then(ops...).Commit()
 	return err
 }
 

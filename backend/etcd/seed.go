@@ -52,10 +52,7 @@ func ParseSeed(seed string) (endpoints []string, prefix string, err error) {
 	}
 	prefix = DefaultPrefix
 	if path != "" {
-		prefix = path
-		if !strings.HasSuffix(prefix, "/") {
-			prefix += "/"
-		}
+		prefix = strings.TrimSuffix(path, "/") + "/"
 	}
 	if err := validatePrefix(prefix); err != nil {
 		return nil, "", fmt.Errorf("%w: %q: %w", ErrBadSeed, seed, err)

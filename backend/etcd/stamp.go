@@ -48,35 +48,30 @@ func (a *acquisition) stamp(ctx context.Context) (backend.Timestamp, error) {
 			recs[i] = rangeKvs(resp, i)
 		}
 	}
-	// cur and revs: the stamp each record holds and its mod revision (0: no record).
-	cur, revs := make([]backend.Timestamp, n), make([]int64, n)
-	decode := func() (err error) {
+	var st backend.Timestamp
+	rec := "" // the claim's record with st, once st is known
+	for {
+		// cur and revs: the stamp each record holds and its mod revision (0: no record).
+		cur, revs := make([]backend.Timestamp, n), make([]int64, n)
+		var prev backend.Timestamp
 		for i, kvs := range recs {
-			cur[i], revs[i] = backend.Timestamp{}, 0
 			if len(kvs) > 0 {
-				if cur[i], err = decodeStamp(kvs[0].Value); err != nil {
-					return fmt.Errorf("etcd acquire %q: stamp record %s: %w", a.req.Key, stampKeys[i], err)
+				r, err := decodeClaim(kvs[0].Value, exclusive)
+				if err != nil {
+					return backend.Timestamp{}, fmt.Errorf("etcd acquire %q: stamp record %s: %w", a.req.Key, stampKeys[i], err)
 				}
-				revs[i] = kvs[0].ModRevision
+				if cur[i], revs[i] = r.Stamp, kvs[0].ModRevision; prev.Less(r.Stamp) {
+					prev = r.Stamp
+				}
 			}
 		}
-		return nil
-	}
-	if err := decode(); err != nil {
-		return backend.Timestamp{}, err
-	}
-	var prev backend.Timestamp
-	for _, p := range cur {
-		if prev.Less(p) {
-			prev = p
+		if rec == "" {
+			var err error
+			if st, err = a.req.Stamp(prev); err != nil {
+				return backend.Timestamp{}, err
+			}
+			rec = a.record(a.acquiredAt, st)
 		}
-	}
-	st, err := a.req.Stamp(prev)
-	if err != nil {
-		return backend.Timestamp{}, err
-	}
-	rec := a.record(a.acquiredAt, st)
-	for {
 		cmps := make([]clientv3.Cmp, 0, 2*n)
 		writes := make([]clientv3.Op, 0, 2*n)
 		for i, key := range a.e.keys {
@@ -84,22 +79,18 @@ func (a *acquisition) stamp(ctx context.Context) (backend.Timestamp, error) {
 			writes = append(writes, rewrite(key, rec))
 			if revs[i] == 0 || cur[i].Less(st) {
 				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(stampKeys[i]), "=", revs[i]))
-				writes = append(writes, clientv3.OpPut(stampKeys[i], encodeStamp(st)))
+				writes = append(writes, clientv3.OpPut(stampKeys[i], encodeClaim(claimRecord{Stamp: st})))
 			}
 		}
-		txn := a.b.cli.Txn(ctx).If(cmps...).Then(writes...)
-		inline := txnBytes(cmps, writes, reads) <= maxTxnBytes
-		if inline {
-			txn = txn.Else(reads...)
-		}
-		resp, err := txn.Commit()
+		els := fitting(cmps, writes, reads)
+		resp, err := a.b.cli.Txn(ctx).If(cmps...).Then(writes...).Else(els...).Commit()
 		if err != nil {
 			return backend.Timestamp{}, rpcError(ctx, "acquire (stamp)", err)
 		}
 		if resp.Succeeded {
 			return st, nil
 		}
-		if !inline {
+		if els == nil {
 			if resp, err = a.b.cli.Txn(ctx).Then(reads...).Commit(); err != nil {
 				return backend.Timestamp{}, rpcError(ctx, "acquire (stamp)", err)
 			}
@@ -109,9 +100,6 @@ func (a *acquisition) stamp(ctx context.Context) (backend.Timestamp, error) {
 				return backend.Timestamp{}, a.lostError()
 			}
 			recs[i] = rangeKvs(resp, i)
-		}
-		if err := decode(); err != nil {
-			return backend.Timestamp{}, err
 		}
 	}
 }

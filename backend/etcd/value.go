@@ -34,9 +34,6 @@ func (b *Backend) SetValue(ctx context.Context, c backend.Claim, v []byte) error
 	var rec claimRecord
 	if e := b.reg.held(keys[0], token); e != nil {
 		rec = claimRecord{Owner: e.owner, AcquiredAt: c.AcquiredAt, Stamp: c.Stamp, Permit: c.Permit}
-		if k := (backend.Kind{Shared: c.Shared, Permits: max(c.Permits, 1)}); k != exclusive {
-			rec.Shared, rec.Permits = k.Shared, k.Permits
-		}
 	} else {
 		resp, err := b.cli.Get(ctx, keys[0])
 		if err != nil {
@@ -45,7 +42,7 @@ func (b *Backend) SetValue(ctx context.Context, c backend.Claim, v []byte) error
 		if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != token {
 			return b.goneError(c)
 		}
-		if rec, err = decodeClaim(resp.Kvs[0].Value); err != nil {
+		if rec, err = decodeClaim(resp.Kvs[0].Value, kindOfName(keys[0])); err != nil {
 			return fmt.Errorf("%w: etcd set value %q: claim %s: %w", backend.ErrUnavailable, c.Key, keys[0], err)
 		}
 	}

@@ -37,7 +37,7 @@ func (a *acquisition) waitAt(ctx context.Context, i int, pred string, rev int64)
 	first := firstOf(a.kind, dir, a.e.token)
 	for {
 		if pred != "" {
-			if err := a.waitDeleted(ctx, pred, rev+1); err != nil {
+			if err := a.waitAny(ctx, []string{pred}, rev+1, false); err != nil {
 				return err
 			}
 		}
@@ -72,49 +72,33 @@ func (a *acquisition) waitAt(ctx context.Context, i int, pred string, rev int64)
 	}
 }
 
-// waitDeleted blocks until the incarnation of key that existed at revision
-// from-1 is gone, without polling: it watches key alone, on the Backend's
-// shared watch stream, so only the waiters directly behind a claim wake
-// when it goes. The watch is created at etcd's current revision so that
-// etcd serves it at once; the mux settles the deletes between from and that
-// revision with a read (watchcheck.go).
-//
-// A nil return is only a hint: every caller re-reads the queue with a Txn
-// after it, so an early return costs a round trip, never exclusion. It
-// returns the loss of our own claim (ErrLeaseExpired) as soon as its watch
-// reports it, ctx's end, ErrClosed, or ErrUnavailable if etcd refused the
-// watch. A stream that breaks meanwhile is reopened by the mux and the wait
-// goes on.
-func (a *acquisition) waitDeleted(ctx context.Context, key string, from int64) error {
-	return a.waitAny(ctx, []string{key}, from, false)
-}
-
-// waitAny is waitDeleted for any one of keys: a counted request waits for
-// any of the holders to go. With puts, each watch also fires when its key
-// is rewritten (a counted waiter's predecessor recording its permit).
+// waitAny blocks until the incarnation of one of keys that existed at
+// revision from-1 is gone (with puts, or rewritten: a counted waiter's
+// predecessor recording its permit), without polling: it watches those
+// keys alone, on the Backend's shared watch stream, so only the waiters
+// directly behind a claim wake when it goes. Each watch is created at
+// etcd's current revision so that etcd serves it at once; the mux settles
+// the deletes between from and that revision with a read (watchcheck.go).
 func (a *acquisition) waitAny(ctx context.Context, keys []string, from int64, puts bool) error {
-	p := &predWait{done: make(chan struct{})}
 	ws := make([]*keyWatch, len(keys))
 	for i, k := range keys {
-		ws[i] = &keyWatch{key: k, from: from, now: true, target: p, puts: puts}
+		ws[i] = &keyWatch{key: k, from: from, now: true, puts: puts}
 	}
-	return a.waitFor(ctx, p, ws...)
+	return a.waitFor(ctx, ws...)
 }
 
-// waitOlder blocks until one of the n claims older than ours is deleted
-// at revision from or later (a counted claim's first waiter), in the way
-// of waitDeleted, with one watch of the queue directory for them all
-// (watchrange.go).
-func (a *acquisition) waitOlder(ctx context.Context, n int, from int64) error {
+// waitFor starts ws, waits for the first of them to fire, and stops them
+// all. A nil return is only a hint: every caller re-reads the queue with a
+// Txn after it, so an early return costs a round trip, never exclusion. It
+// returns the loss of our own claim (ErrLeaseExpired) as soon as its watch
+// reports it, ctx's end, ErrClosed, or ErrUnavailable if etcd refused a
+// watch. A stream that breaks meanwhile is reopened by the mux and the wait
+// goes on.
+func (a *acquisition) waitFor(ctx context.Context, ws ...*keyWatch) error {
 	p := &predWait{done: make(chan struct{})}
-	return a.waitFor(ctx, p, newOlderWatch(a.dirs[0], a.e.token, n, from, p))
-}
-
-// waitFor starts ws, watches that report to p, waits for the first of
-// them to fire (see waitDeleted), and stops them all.
-func (a *acquisition) waitFor(ctx context.Context, p *predWait, ws ...*keyWatch) error {
 	m := a.b.reg.mux
 	for _, w := range ws {
+		w.target = p
 		m.start(w)
 	}
 	defer func() {
@@ -135,12 +119,11 @@ func (a *acquisition) waitFor(ctx context.Context, p *predWait, ws ...*keyWatch)
 // waits behind; the first call it hears wins.
 type predWait struct {
 	once sync.Once
-	done chan struct{} // closed by keyDeleted or watchFailed
+	done chan struct{} // closed by notify
 	err  error         // written before done is closed: why the watch failed
 }
 
-func (p *predWait) keyDeleted(int64)      { p.once.Do(func() { close(p.done) }) }
-func (p *predWait) watchFailed(err error) { p.once.Do(func() { p.err = err; close(p.done) }) }
+func (p *predWait) notify(n watchNews) { p.once.Do(func() { p.err = n.err; close(p.done) }) }
 
 // guarded sends (see send) a Txn whose compares own are the claim's
 // identity and whose operations ops returns (called for each try); it

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 )
@@ -60,14 +61,22 @@ import (
 // watchTarget is told what becomes of a watch. The mux calls it without
 // holding its lock, from the receive goroutine or a check goroutine, so
 // it must not block, must not wait for the mux and must not send: it may
-// end watches with stopLater, never with stop. It hears at most one call.
-type watchTarget interface {
-	// keyDeleted reports that the watched incarnation of the key is gone:
-	// deleted at revision rev, or found absent or replaced at rev.
-	keyDeleted(rev int64)
-	// watchFailed reports that the watch cannot be served: etcd refused
-	// it, or the etcd client was closed.
-	watchFailed(err error)
+// end watches with stopLater, never with stop. A watch of a delete tells
+// its target once, a range watch once per batch of events and once at its
+// end (watchrange.go).
+type watchTarget interface{ notify(n watchNews) }
+
+// watchNews is what a watch tells its target: the watched incarnation of
+// the key is gone (deleted at revision rev, or found absent or replaced at
+// rev); a range watch's events, in revision order, whole revisions at a
+// time; a range watch's start revision was compacted away (compacted); or
+// the watch cannot be served (err: etcd refused it, or the etcd client was
+// closed). The last three cases end a range watch.
+type watchNews struct {
+	rev       int64
+	evs       []*mvccpb.Event
+	compacted bool
+	err       error
 }
 
 // keyWatch is one watch for the delete of one incarnation of a key: the
@@ -75,10 +84,8 @@ type watchTarget interface {
 // range watch of every event of a directory (watchrange.go).
 type keyWatch struct {
 	key    string
-	target watchTarget // nil for a range watch
-	// ranged, if set, makes it a range watch of the keys under key, which
-	// reports to ranged instead of target.
-	ranged rangeTarget
+	target watchTarget
+	ranged bool // a range watch of the keys under key
 	// older, if set, makes it a watch of the claims older than older in
 	// the directory key, for the first delete of one of them: a counted
 	// claim's first waiter, which waits for any of need holders to go
@@ -87,7 +94,7 @@ type keyWatch struct {
 	need  int
 	// puts makes it a watch for any change of the incarnation: its delete,
 	// or a put that rewrites it (a counted waiter's predecessor recording
-	// its permit). The target hears keyDeleted for either.
+	// its permit). The target hears of either as the key gone.
 	puts bool
 
 	// Guarded by mux.mu.
@@ -181,17 +188,14 @@ func newMuxWith(ctx context.Context, open func(context.Context) (watchStream, er
 // start begins watching w.key for the delete of the incarnation that
 // exists at revision w.from-1 and reports to w.target. It does not wait for etcd: the create is sent at
 // once if the stream is up, else as soon as it is. If the mux has stopped
-// for good, the target's watchFailed is called before start returns. A
+// for good, the target is told the watch failed before start returns. A
 // keyWatch is started at most once.
 func (m *mux) start(w *keyWatch) {
 	s, err := m.begin(w)
 	if err != nil {
 		w.noticeOf(0, err)()
-		return
 	}
-	if s != nil {
-		m.flush(s)
-	}
+	m.flush(s)
 }
 
 // begin is start without the sends and the call to the target: it makes w
@@ -224,9 +228,7 @@ func (m *mux) begin(w *keyWatch) (*wstream, error) {
 // wire is dropped (its ID is no longer known). The cancel is sent before
 // stop returns, unless another caller is sending.
 func (m *mux) stop(w *keyWatch) {
-	if s := m.end(w); s != nil {
-		m.flush(s)
-	}
+	m.flush(m.end(w))
 }
 
 // stopLater is stop for a watch target, which is called on the receive or
@@ -246,12 +248,18 @@ func (m *mux) end(w *keyWatch) *wstream {
 	if w.state == watchDone {
 		return nil
 	}
-	w.state = watchDone
-	delete(m.live, w)
+	return m.doneLocked(w)
+}
+
+// doneLocked marks w done and, if it is created on a stream, queues its
+// cancel there and returns that stream (else nil).
+func (m *mux) doneLocked(w *keyWatch) *wstream {
 	s := w.s
 	if s != nil {
 		m.cancelLocked(w)
 	}
+	w.state = watchDone
+	delete(m.live, w)
 	return s
 }
 
@@ -266,10 +274,10 @@ func (m *mux) createLocked(s *wstream, w *keyWatch) {
 	s.byID[w.id] = w
 	s.creates = append(s.creates, pendingCreate{id: w.id, start: start})
 	cr := &pb.WatchCreateRequest{Key: []byte(w.key), StartRevision: start, WatchId: w.id}
-	if !w.puts && w.ranged == nil {
+	if !w.puts && !w.ranged {
 		cr.Filters = noPut // a watch of a delete
 	}
-	if w.ranged != nil || w.older != 0 {
+	if w.ranged || w.older != 0 {
 		cr.RangeEnd = []byte(clientv3.GetPrefixRangeEnd(w.key))
 	}
 	s.out = append(s.out, &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: cr}})
@@ -286,14 +294,14 @@ func (m *mux) cancelLocked(w *keyWatch) {
 	w.s, w.id = nil, 0
 }
 
-// flush sends what is queued on s, unless another flusher is at it (it
-// will send what was queued meanwhile before it stops). It must not be
+// flush sends what is queued on s, if any (s nil: nothing), unless another
+// flusher is at it (it will send what was queued meanwhile before it stops). It must not be
 // called by the receive goroutine, see the top of this file. A failed
 // Send marks s broken and cancels it; the run goroutine then opens a new
 // stream and creates every live watch on it again.
 func (m *mux) flush(s *wstream) {
 	m.mu.Lock()
-	if s.flushing || s.broken || m.cur != s {
+	if s == nil || s.flushing || s.broken || m.cur != s {
 		m.mu.Unlock()
 		return
 	}
@@ -346,15 +354,7 @@ func deliver(ns []notice) {
 // (err set), or else, for a range watch, that it was compacted, and for
 // any other that its key is gone at rev.
 func (w *keyWatch) noticeOf(rev int64, err error) notice {
-	switch {
-	case err != nil && w.ranged != nil:
-		return func() { w.ranged.watchFailed(err) }
-	case err != nil:
-		return func() { w.target.watchFailed(err) }
-	case w.ranged != nil:
-		return w.ranged.compacted
-	}
-	return func() { w.target.keyDeleted(rev) }
+	return func() { w.target.notify(watchNews{rev: rev, compacted: w.ranged && err == nil, err: err}) }
 }
 
 // finishLocked ends a live or checking watch whose key is gone (err nil),
@@ -362,10 +362,6 @@ func (w *keyWatch) noticeOf(rev int64, err error) notice {
 // notice for its target (see noticeOf). If it is created
 // on a stream, its cancel is queued there; the caller kicks a flush.
 func (m *mux) finishLocked(w *keyWatch, rev int64, err error) notice {
-	if w.s != nil {
-		m.cancelLocked(w)
-	}
-	w.state = watchDone
-	delete(m.live, w)
+	m.doneLocked(w)
 	return w.noticeOf(rev, err)
 }

@@ -60,10 +60,7 @@ type check struct {
 // wanted reports whether c still applies: its watch was not stopped,
 // finished or (for a gap) compacted meanwhile.
 func (c check) wanted() bool {
-	if c.at == 0 {
-		return c.w.state == watchChecking
-	}
-	return c.w.state == watchLive
+	return c.at == 0 && c.w.state == watchChecking || c.at != 0 && c.w.state == watchLive
 }
 
 // startChecksLocked queues c and starts the check goroutine unless it
@@ -94,10 +91,7 @@ func (m *mux) check() {
 		m.checks = append(batch, m.checks...) // retried first
 		m.mu.Unlock()
 		if !bo.wait(m.ctx) {
-			m.mu.Lock()
-			m.checking = false
-			m.mu.Unlock()
-			return
+			return // closed: Close stops spawn before it ends m.ctx, so no check starts again
 		}
 	}
 }

@@ -30,26 +30,14 @@ import (
 // watch after that read's revision: the changes inside the compacted gap
 // may be missed, but none is seen out of order.
 
-// rangeTarget is told what a range watch sees. Its methods are called
-// without mux.mu held, from the receive goroutine, one at a time and in
-// order, so they must not block and must not wait for the mux. After
-// compacted or watchFailed the watch is done and nothing more is heard.
-type rangeTarget interface {
-	// events delivers the events of one or more whole revisions, in
-	// revision order, all at or above the revision the watch was at.
-	events(evs []*mvccpb.Event)
-	// compacted reports that the events from the watch's resume
-	// revision on were compacted away: the watch has ended.
-	compacted()
-	// watchFailed reports that the watch cannot be served: etcd refused
-	// it, or the etcd client was closed.
-	watchFailed(err error)
-}
+// A range watch's target is told from the receive goroutine, one call at a
+// time and in order (see watchNews): events all at or above the revision
+// the watch was at; after compacted or err the watch is done.
 
 // newRangeWatch returns a range watch of the keys under dir from revision
 // from on, reporting to t. Start it with mux.start, end it with mux.stop.
-func newRangeWatch(dir string, from int64, t rangeTarget) *keyWatch {
-	return &keyWatch{key: dir, from: from, ranged: t}
+func newRangeWatch(dir string, from int64, t watchTarget) *keyWatch {
+	return &keyWatch{key: dir, from: from, ranged: true, target: t}
 }
 
 // rangeEventsLocked passes on a response's events to a range watch's
@@ -66,7 +54,7 @@ func (m *mux) rangeEventsLocked(w *keyWatch, evs []*mvccpb.Event) []notice {
 		return nil
 	}
 	w.from = evs[len(evs)-1].Kv.ModRevision + 1
-	return []notice{func() { w.ranged.events(evs) }}
+	return []notice{func() { w.target.notify(watchNews{evs: evs}) }}
 }
 
 // Watches of older claims: the first delete of one of a counted claim's

@@ -15,14 +15,18 @@ type rangeRec struct{ heard chan string }
 
 func newRangeRec() *rangeRec { return &rangeRec{heard: make(chan string, 100)} }
 
-func (r *rangeRec) events(evs []*mvccpb.Event) {
-	for _, ev := range evs {
+func (r *rangeRec) notify(n watchNews) {
+	for _, ev := range n.evs {
 		r.heard <- fmt.Sprintf("%s %s %d", map[mvccpb.Event_EventType]string{mvccpb.PUT: "put", mvccpb.DELETE: "del"}[ev.Type],
 			ev.Kv.Key, ev.Kv.ModRevision)
 	}
+	switch {
+	case n.compacted:
+		r.heard <- "compacted"
+	case n.err != nil:
+		r.heard <- "failed"
+	}
 }
-func (r *rangeRec) compacted()          { r.heard <- "compacted" }
-func (r *rangeRec) watchFailed(e error) { r.heard <- "failed" }
 
 // expect checks that the next things heard are want, in order, and that
 // nothing else came meanwhile.

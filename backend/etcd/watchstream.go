@@ -145,9 +145,10 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 		if r.Canceled {
 			// etcd refused the create; the answer's ID is -1 whatever
 			// the cause, hence the pairing in send order.
-			if retryOnNewStream(r.CancelReason) {
-				// The stream's auth token expired: a new stream gets a
-				// fresh one (clientv3's interceptor fetches it).
+			if r.CancelReason == rpctypes.ErrGRPCInvalidAuthToken.Error() || r.CancelReason == rpctypes.ErrGRPCAuthOldRevision.Error() {
+				// The stream's auth token expired or is older than the
+				// last change of the auth configuration: a new stream
+				// gets a fresh one (clientv3's interceptor fetches it).
 				return nil, false, true
 			}
 			if w == nil {
@@ -184,7 +185,7 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 	switch {
 	case w == nil:
 		return nil, false, false
-	case r.CompactRevision != 0 && w.ranged != nil:
+	case r.CompactRevision != 0 && w.ranged:
 		// The watch's start revision was compacted; etcd dropped it. Its
 		// target resynchronises with a read (watchrange.go).
 		return []notice{m.finishLocked(w, 0, nil)}, true, false
@@ -200,7 +201,7 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 		delete(s.byID, r.WatchId)
 		m.createLocked(s, w)
 		return nil, true, false
-	case w.ranged != nil:
+	case w.ranged:
 		return m.rangeEventsLocked(w, r.Events), false, false
 	}
 	for _, ev := range r.Events {
@@ -208,22 +209,11 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 		// watch of puts, which any change ends). The first one at or
 		// above from is the incarnation's: a later incarnation of the
 		// name needs this one deleted first.
-		if ev.Type != mvccpb.DELETE && !w.puts {
-			continue
-		}
-		rev := ev.Kv.ModRevision
-		if rev >= w.from {
+		if rev := ev.Kv.ModRevision; (ev.Type == mvccpb.DELETE || w.puts) && rev >= w.from {
 			return []notice{m.finishLocked(w, rev, nil)}, true, false
 		}
 	}
 	return nil, false, false
-}
-
-// retryOnNewStream reports whether etcd refused a create for a reason that
-// a new stream cures: its auth token expired or is older than the last
-// change of the auth configuration.
-func retryOnNewStream(reason string) bool {
-	return reason == rpctypes.ErrGRPCInvalidAuthToken.Error() || reason == rpctypes.ErrGRPCAuthOldRevision.Error()
 }
 
 // stopForGood fails every watch with err and makes later ones fail at
