@@ -62,7 +62,7 @@ func TestChaos(t *testing.T) {
 // left) must still pass.
 func TestChaosFencingOffIsCaught(t *testing.T) {
 	res := run(t, runConfig{
-		name: "fencing-off", seed: baseSeed(t) + 1, faultFor: 25 * time.Second, quiet: 3 * time.Second,
+		name: "fencing-off", seed: baseSeed(t) + 1, faultFor: 35 * time.Second, quiet: 3 * time.Second,
 		inProc: 1, children: 2, fencing: false, unguarded: true, hold: span{0, time.Second},
 		prof: profile{kinds: []faultKind{faultFreeze}, ttl: ttl, targeted: true},
 	})
