@@ -1,6 +1,7 @@
 package pgbackend_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -20,28 +21,16 @@ func TestListenerReconnects(t *testing.T) {
 	hb, _ := newBackendApp(t, schema, "holder")
 	wb, _ := newBackendApp(t, schema, "waiter")
 	ctx := testCtx(t, 3*waitBound)
-	hl, err := hb.Grant(ctx, time.Minute)
-	require.NoError(t, err)
-	wl, err := wb.Grant(ctx, time.Minute)
-	require.NoError(t, err)
-	h, err := hb.Acquire(ctx, backend.AcquireRequest{Key: "k", ID: "h", Lease: hl.ID, Owner: "h", Wait: true, Fair: true})
-	require.NoError(t, err)
-	got := make(chan error, 1)
-	var wc backend.Claim
-	go func() {
-		var err error
-		wc, err = wb.Acquire(ctx, backend.AcquireRequest{Key: "k", ID: "w", Lease: wl.ID, Owner: "w", Wait: true, Fair: true})
-		got <- err
-	}()
-	awaitWaiter(t, hb, "k", "w")
+	hl, h, got := holdAndQueue(ctx, t, hb, wb)
 
 	n, err := shared.Terminate(ctx, "waiter")
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, n, 1, "no connection of the waiter's Backend was cut")
 	require.NoError(t, hb.Release(ctx, h))
+	var w acquired
 	select {
-	case err := <-got:
-		require.NoError(t, err)
+	case w = <-got:
+		require.NoError(t, w.err)
 	case <-time.After(waitBound):
 		t.Fatal("the waiter did not get the key after its listener was cut")
 	}
@@ -59,8 +48,34 @@ func TestListenerReconnects(t *testing.T) {
 	case <-time.After(waitBound):
 		t.Fatal("the holder did not learn of its claim's delete after its listener was cut")
 	}
-	require.NoError(t, wb.Release(ctx, wc))
+	require.NoError(t, wb.Release(ctx, w.claim))
 	_ = h2
+}
+
+// acquired is what an Acquire run in the background returned.
+type acquired struct {
+	claim backend.Claim
+	err   error
+}
+
+// holdAndQueue has hb's claim "h" hold key "k" and wb's claim "w" queue
+// behind it, each on a lease of a minute; it returns once the waiter is
+// seen queued. The waiter's Acquire reports on got when it returns.
+func holdAndQueue(ctx context.Context, t *testing.T, hb, wb backend.Backend) (hl backend.Lease, h backend.Claim, got <-chan acquired) {
+	t.Helper()
+	hl, err := hb.Grant(ctx, time.Minute)
+	require.NoError(t, err)
+	wl, err := wb.Grant(ctx, time.Minute)
+	require.NoError(t, err)
+	h, err = hb.Acquire(ctx, backend.AcquireRequest{Key: "k", ID: "h", Lease: hl.ID, Owner: "h", Wait: true, Fair: true})
+	require.NoError(t, err)
+	ch := make(chan acquired, 1)
+	go func() {
+		c, err := wb.Acquire(ctx, backend.AcquireRequest{Key: "k", ID: "w", Lease: wl.ID, Owner: "w", Wait: true, Fair: true})
+		ch <- acquired{c, err}
+	}()
+	awaitWaiter(t, hb, "k", "w")
+	return hl, h, ch
 }
 
 // awaitWaiter polls Inspect until owner is among key's waiters (a test's

@@ -90,30 +90,18 @@ func TestSilentListenerDropStillAdmitsWaiter(t *testing.T) {
 	hb, _ := newBackend(t, schema)
 	wb, proxy, _ := silentBackend(t, schema, "silent-waiter")
 	ctx := testCtx(t, 3*waitBound)
-	hl, err := hb.Grant(ctx, time.Minute)
-	require.NoError(t, err)
-	wl, err := wb.Grant(ctx, time.Minute)
-	require.NoError(t, err)
-	h, err := hb.Acquire(ctx, backend.AcquireRequest{Key: "k", ID: "h", Lease: hl.ID, Owner: "h", Wait: true, Fair: true})
-	require.NoError(t, err)
-	got := make(chan error, 1)
-	var wc backend.Claim
-	go func() {
-		var err error
-		wc, err = wb.Acquire(ctx, backend.AcquireRequest{Key: "k", ID: "w", Lease: wl.ID, Owner: "w", Wait: true, Fair: true})
-		got <- err
-	}()
-	awaitWaiter(t, hb, "k", "w")
+	_, h, got := holdAndQueue(ctx, t, hb, wb)
 
 	proxy.Drop()
 	dropped := time.Now()
 	require.NoError(t, hb.Release(ctx, h))
+	var w acquired
 	select {
-	case err := <-got:
-		require.NoError(t, err)
+	case w = <-got:
+		require.NoError(t, w.err)
 		t.Logf("waiter admitted %v after its listener's route dropped", time.Since(dropped))
 	case <-time.After(silentBound):
 		t.Fatalf("the waiter did not get the released key within %v of a silent drop of its listener", silentBound)
 	}
-	require.NoError(t, wb.Release(ctx, wc))
+	require.NoError(t, wb.Release(ctx, w.claim))
 }
