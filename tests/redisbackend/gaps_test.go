@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -159,12 +158,8 @@ func TestObserveDistrustsAReplyCutByItsReadDeadline(t *testing.T) {
 	ctx := ctxFor(t)
 	prefix := redistest.Prefix()
 	p := newSplitProxy(t)
-	far := goredis.NewClient(&goredis.Options{Addr: p.addr()})
-	defer far.Close()
 	var gaps gapLog
-	ob, err := redisb.New(ctx, far, redisb.WithPrefix(prefix), redisb.WithSubscriberGapHook(gaps.hook))
-	require.NoError(t, err)
-	defer ob.Close()
+	ob := backendVia(ctx, t, p.addr(), prefix, redisb.WithSubscriberGapHook(gaps.hook))
 	mb, _, _ := newBackendPrefix(t, prefix)
 	l := grant(t, mb, time.Minute)
 	states := observe(t, ctx, ob, "cut-observed")
@@ -191,11 +186,7 @@ func TestWaiterDistrustsAReplyCutByItsReadDeadline(t *testing.T) {
 	ctx := ctxFor(t)
 	prefix := redistest.Prefix()
 	p := newSplitProxy(t)
-	far := goredis.NewClient(&goredis.Options{Addr: p.addr()})
-	defer far.Close()
-	wb, err := redisb.New(ctx, far, redisb.WithPrefix(prefix))
-	require.NoError(t, err)
-	defer wb.Close()
+	wb := backendVia(ctx, t, p.addr(), prefix)
 	hb, _, _ := newBackendPrefix(t, prefix)
 	l := grant(t, hb, time.Minute)
 	holder, err := hb.Acquire(ctx, request("cut-waited", l, "H"))
@@ -238,13 +229,9 @@ func TestObserveReportsTheGapOfACutOffSubscriber(t *testing.T) {
 			prefix := redistest.Prefix()
 			p, err := srv.Proxy()
 			require.NoError(t, err)
-			defer p.Close()
-			far := goredis.NewClient(&goredis.Options{Addr: p.Addr()})
-			defer far.Close()
+			t.Cleanup(func() { _ = p.Close() })
 			var gaps gapLog
-			ob, err := redisb.New(ctx, far, redisb.WithPrefix(prefix), redisb.WithSubscriberGapHook(gaps.hook))
-			require.NoError(t, err)
-			defer ob.Close()
+			ob := backendVia(ctx, t, p.Addr(), prefix, redisb.WithSubscriberGapHook(gaps.hook))
 			mb, _, _ := newBackendPrefix(t, prefix)
 			l := grant(t, mb, time.Minute)
 			states := observe(t, ctx, ob, "cutoff")

@@ -177,6 +177,19 @@ func keysUnderGlob(t *testing.T, c *goredis.Client, prefix, glob string) []strin
 func splitLines(s string) []string { return strings.Split(strings.TrimSpace(s), "\n") }
 
 // newBackendPrefix is newBackend with a prefix given.
+// backendVia makes a Backend of prefix whose go-redis client dials addr (a
+// proxy's). Both are closed when the test ends, before anything the test
+// registered for its end earlier, such as the proxy.
+func backendVia(ctx context.Context, t *testing.T, addr, prefix string, opts ...redisb.Option) *redisb.Backend {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	t.Cleanup(func() { _ = c.Close() })
+	b, err := redisb.New(ctx, c, append([]redisb.Option{redisb.WithPrefix(prefix)}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
 func newBackendPrefix(t *testing.T, prefix string) (*redisb.Backend, *goredis.Client, string) {
 	t.Helper()
 	c := client(t)

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -158,12 +157,8 @@ func TestObserveHeldConnectionYieldsEveryTerm(t *testing.T) {
 	prefix := redistest.Prefix()
 	p, err := srv.Proxy()
 	require.NoError(t, err)
-	defer p.Close()
-	far := goredis.NewClient(&goredis.Options{Addr: p.Addr()})
-	defer far.Close()
-	ob, err := redisb.New(ctx, far, redisb.WithPrefix(prefix))
-	require.NoError(t, err)
-	defer ob.Close()
+	t.Cleanup(func() { _ = p.Close() })
+	ob := backendVia(ctx, t, p.Addr(), prefix)
 	mb, _, _ := newBackendPrefix(t, prefix)
 	l := grant(t, mb, time.Minute)
 	states := observe(t, ctx, ob, "held")

@@ -4,10 +4,8 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	redisb "github.com/ash-lock/ashlock/backend/redis"
 	"github.com/ash-lock/ashlock/tests/redistest"
 )
 
@@ -19,12 +17,8 @@ func TestWaiterReadsAgainAfterResubscribing(t *testing.T) {
 	prefix := redistest.Prefix()
 	p, err := srv.Proxy()
 	require.NoError(t, err)
-	defer p.Close()
-	far := goredis.NewClient(&goredis.Options{Addr: p.Addr()})
-	defer far.Close()
-	wb, err := redisb.New(ctx, far, redisb.WithPrefix(prefix))
-	require.NoError(t, err)
-	defer wb.Close()
+	t.Cleanup(func() { _ = p.Close() })
+	wb := backendVia(ctx, t, p.Addr(), prefix)
 	hb, _, _ := newBackendPrefix(t, prefix)
 
 	l := grant(t, hb, time.Minute)
