@@ -70,6 +70,9 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 		}
 		return backend.Claim{}, err
 	}
+	if a.recordAt {
+		b.recordAcquired(req.ID, a.token, a.keys, a.at)
+	}
 	return backend.Claim{
 		Key: req.Key, Keys: req.Keys, ID: req.ID, Lease: req.Lease, Token: a.token,
 		AcquiredAt: a.at, Stamp: a.stamp, Shared: req.Shared, Permits: a.kind.Permits,
@@ -102,6 +105,7 @@ type acquisition struct {
 	at        time.Time
 	prevStamp backend.Timestamp // the highest stamp of the keys when admitted
 	stamp     backend.Timestamp
+	recordAt  bool // admitted by a read: at goes to Redis once Acquire returns
 }
 
 func (a *acquisition) run(ctx context.Context) error {
@@ -124,6 +128,35 @@ func (a *acquisition) lostError() error {
 
 func (a *acquisition) lockedError() error {
 	return fmt.Errorf("redis acquire %q: %w", a.req.Key, backend.ErrLocked)
+}
+
+// recordAcquired records in Redis, in the background, when the claim id
+// with token came to hold keys: at, the server's clock at the read that
+// found it free. The claim was recorded as admitted when it joined, with
+// that time as its acquisition, so until this lands Inspect and Observe
+// show it holding since it joined. The script compares the claim's
+// identity, so it changes nothing once the claim has gone (a Release may
+// overtake it); it is not retried, and after a failure (or Close) the
+// record keeps the time the claim joined.
+func (b *Backend) recordAcquired(id string, token uint64, keys []string, at time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.psClosed {
+		return // Close is waiting for b.wg
+	}
+	args := make([]any, 0, 7+len(keys))
+	args = append(args, b.lay.tag, id, strconv.FormatUint(token, 10), 0, "0", strconv.FormatInt(at.UnixMilli(), 10), len(keys))
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	b.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(b.bg, cleanupTimeout)
+		defer cancel()
+		if err := admitScript.Run(ctx, b.c, []string{b.lay.token()}, args...).Err(); err != nil && ctx.Err() == nil {
+			b.log.Debug("redis: recording when a claim came to hold its key failed; it shows the time it joined",
+				"key", keys[0], "error", err)
+		}
+	})
 }
 
 // discard removes the claim of a failed Acquire by its ID, whatever its

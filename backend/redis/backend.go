@@ -29,8 +29,9 @@ type Backend struct {
 
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
-	cancel    context.CancelFunc // ends the background goroutines' context
-	wg        sync.WaitGroup     // the subscriber and the reapers it starts
+	bg        context.Context    // the background goroutines' context
+	cancel    context.CancelFunc // ends bg
+	wg        sync.WaitGroup     // the subscriber, the reapers it starts, the records of recordAcquired
 
 	mu       sync.Mutex
 	ps       *goredis.PubSub // the subscription, replaced if it goes silent
@@ -75,10 +76,9 @@ func New(ctx context.Context, c goredis.UniversalClient, opts ...Option) (*Backe
 		return nil, b.fail(ctx, "subscribe", err)
 	}
 	b.ps = ps
-	bg, cancel := context.WithCancel(context.Background())
-	b.cancel = cancel
+	b.bg, b.cancel = context.WithCancel(context.Background())
 	b.wg.Add(1)
-	go b.listen(bg)
+	go b.listen(b.bg)
 	return b, nil
 }
 

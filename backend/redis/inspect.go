@@ -16,7 +16,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.LockInfo, er
 	if err := backend.CheckKey(key); err != nil {
 		return backend.LockInfo{}, err
 	}
-	qs, err := b.queues(ctx, []string{key}, "+inf")
+	qs, _, err := b.queues(ctx, []string{key}, "+inf")
 	if err != nil {
 		return backend.LockInfo{}, err
 	}

@@ -245,12 +245,15 @@ return {'queued', token, unpack(states)}
 // a waiter needs only the claims up to its own.
 //
 // ARGV: tag, n keys, keys..., then per key the highest token to list
-// ("+inf" for all). Reply: one state per key (see state in lib).
+// ("+inf" for all). Reply: one state per key (see state in lib), then the
+// server's clock in milliseconds: the time a waiter that this read finds
+// holding records as its acquisition.
 var stateScript = script(`
 local nk = tonumber(ARGV[2])
 local keys = slice(3, nk)
 local out = {}
 for i, k in ipairs(keys) do out[i] = state(k, ARGV[2 + nk + i]) end
+out[nk + 1] = fmt(math.floor(now_us() / 1000))
 return out
 `)
 
@@ -282,15 +285,18 @@ return out
 
 // admitScript records that a claim holds its keys: its permit and the
 // time, compared on the claim's identity (id and token) at every key.
+// The time is the given one, or the server's clock when that is "": a
+// claim already recorded as admitted (placed) holds from the read that
+// found it free, and this run only records when, after the fact.
 //
-// ARGV: tag, id, token, permit, want stamp (0|1), n keys, keys...
-// Reply: {"gone"} or {"ok", acquired-at, stamp}.
+// ARGV: tag, id, token, permit, want stamp (0|1), acquired-at ms or "",
+// n keys, keys... Reply: {"gone"} or {"ok", acquired-at, stamp}.
 var admitScript = script(`
-local id, token, permit, wantstamp = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local keys = slice(7, tonumber(ARGV[6]))
+local id, token, permit, wantstamp, at = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local keys = slice(8, tonumber(ARGV[7]))
 local rs = claimed(keys, id, token)
 if not rs then return {'gone'} end
-local at = fmt(math.floor(now_us() / 1000))
+if at == '' then at = fmt(math.floor(now_us() / 1000)) end
 for i, k in ipairs(keys) do
   local r = rs[i]
   r.a, r.p, r.at = '1', permit, at

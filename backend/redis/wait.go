@@ -40,6 +40,7 @@ func (a *acquisition) queue(ctx context.Context) error {
 // wait waits until the rule admits the claim at every key, then records
 // its admission. qs are its keys' queues as last read.
 func (a *acquisition) wait(ctx context.Context, qs [][]queued) error {
+	var readAt time.Time // the server's clock at the read of qs; zero if not known
 	for {
 		if err := a.b.closedErr("acquire"); err != nil {
 			return err
@@ -50,6 +51,15 @@ func (a *acquisition) wait(ctx context.Context, qs [][]queued) error {
 		w, own, err := a.standing(qs)
 		if err != nil {
 			return err
+		}
+		if w.free && a.placed(own) && !readAt.IsZero() {
+			// Already recorded as admitted, and nothing but its place in
+			// the queue stood between it and holding: the read that found
+			// it free is its handoff. The time goes to Redis after the
+			// fact (see Acquire), so that the release ahead stays the
+			// handoff's only write.
+			a.at, a.permit, a.recordAt = readAt, 0, true
+			return nil
 		}
 		if w.free {
 			permit := 0
@@ -83,7 +93,7 @@ func (a *acquisition) wait(ctx context.Context, qs [][]queued) error {
 				return err
 			}
 		}
-		if qs, err = a.read(ctx); err != nil {
+		if qs, readAt, err = a.read(ctx); err != nil {
 			return err
 		}
 	}
@@ -214,13 +224,14 @@ func (a *acquisition) sleep(ctx context.Context, s standing) error {
 // read reads the claim's keys' queues up to the claim itself (the claims
 // behind it have no say in its standing), reaping the claims of ended
 // leases among them.
-func (a *acquisition) read(ctx context.Context) ([][]queued, error) {
+func (a *acquisition) read(ctx context.Context) ([][]queued, time.Time, error) {
 	return a.b.queues(ctx, a.keys, strconv.FormatUint(a.token, 10))
 }
 
 // queues runs stateScript for keys, listing each queue's claims with
-// tokens up to upto ("+inf" for all).
-func (b *Backend) queues(ctx context.Context, keys []string, upto string) ([][]queued, error) {
+// tokens up to upto ("+inf" for all), and returns the server's clock at
+// the read.
+func (b *Backend) queues(ctx context.Context, keys []string, upto string) ([][]queued, time.Time, error) {
 	args := make([]any, 0, 2+2*len(keys))
 	args = append(args, b.lay.tag, len(keys))
 	for _, k := range keys {
@@ -231,19 +242,33 @@ func (b *Backend) queues(ctx context.Context, keys []string, upto string) ([][]q
 	}
 	v, err := stateScript.Run(ctx, b.c, []string{b.lay.token()}, args...).Slice()
 	if err != nil {
-		return nil, b.fail(ctx, "read", err)
+		return nil, time.Time{}, b.fail(ctx, "read", err)
 	}
-	qs, err := parseQueues(v)
+	var qs [][]queued
+	var at time.Time
+	if len(v) != len(keys)+1 {
+		err = fmt.Errorf("%w: %d replies for %d keys", errRecord, len(v), len(keys))
+	} else if qs, err = parseQueues(v[:len(keys)]); err == nil {
+		at, err = parseMillis(v[len(keys)])
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: redis read %q: %w", backend.ErrUnavailable, keys[0], err)
+		return nil, time.Time{}, fmt.Errorf("%w: redis read %q: %w", backend.ErrUnavailable, keys[0], err)
 	}
-	return qs, nil
+	return qs, at, nil
+}
+
+// placed reports whether the claim, own as read, holds as soon as the rule
+// finds it free, without a write: its enqueue recorded it as admitted
+// (placed, see enqueueScript), it takes no permit, and no stamp needs
+// reading and recording before it starts.
+func (a *acquisition) placed(own queued) bool {
+	return own.admitted && !a.kind.Counted() && a.req.Stamp == nil
 }
 
 // admit records that the claim holds its keys with permit.
 func (a *acquisition) admit(ctx context.Context, permit int) error {
-	args := make([]any, 0, 6+len(a.keys))
-	args = append(args, a.b.lay.tag, a.req.ID, strconv.FormatUint(a.token, 10), permit, flag(a.req.Stamp != nil), len(a.keys))
+	args := make([]any, 0, 7+len(a.keys))
+	args = append(args, a.b.lay.tag, a.req.ID, strconv.FormatUint(a.token, 10), permit, flag(a.req.Stamp != nil), "", len(a.keys))
 	for _, k := range a.keys {
 		args = append(args, k)
 	}
