@@ -3,6 +3,7 @@ package redisbackend
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,7 +72,8 @@ func TestHandoffCostIsConstant(t *testing.T) {
 			perHandoff := float64(calls.Load()-before) / float64(waiters)
 			require.NoError(t, b.Release(ctx, holder))
 			t.Logf("%.2f requests per handoff with %d waiters", perHandoff, waiters)
-			// Release, the woken waiter's read and its admission: 3. The
+			// Release, the woken waiter's read and the record of its
+			// acquisition time (sent once it holds): 3. The
 			// bound leaves room for a read repeated now and then because
 			// an event crossed it, not for one per waiter.
 			assert.LessOrEqual(t, perHandoff, 3.5)
@@ -161,3 +163,77 @@ func (c countCalls) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 }
 
 var _ backend.Backend = (*redisb.Backend)(nil)
+
+// The handoff of a plain exclusive claim is the release alone: the woken
+// waiter holds once a read finds it free, without waiting for a write of
+// its own. Its acquisition time reaches Redis afterwards; until then
+// Inspect shows it holding since it joined the queue.
+func TestPlacedHandoffWaitsForNoWrite(t *testing.T) {
+	ctx := ctxFor(t)
+	hb, _, prefix := newBackend(t)
+	holder, err := hb.Acquire(ctx, request("placed", grant(t, hb, time.Minute), "H"))
+	require.NoError(t, err)
+
+	wc := client(t)
+	req := request("placed", backend.Lease{}, "W")
+	gate := &holdBack{id: req.ID, open: make(chan struct{})}
+	wc.AddHook(gate)
+	wb, err := redisb.New(ctx, wc, redisb.WithPrefix(prefix))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = wb.Close() })
+	req.Lease = grant(t, wb, time.Minute).ID
+	p := startAcquire(t, wb, req)
+	awaitWaiting(t, hb, "placed", 1)
+	info, err := hb.Inspect(ctx, "placed")
+	require.NoError(t, err)
+	joined := info.Waiters[0].Token
+
+	require.NoError(t, hb.Release(ctx, holder))
+	// Every later command naming the claim (the record of its
+	// acquisition time, its release) waits at the gate.
+	c := p.await(t)
+	assert.Equal(t, joined, c.Token)
+	info, err = hb.Inspect(ctx, "placed")
+	require.NoError(t, err)
+	require.True(t, info.Held)
+	assert.Equal(t, c.Token, info.Token)
+	assert.False(t, info.AcquiredAt.After(c.AcquiredAt), "shown %v, acquired %v", info.AcquiredAt, c.AcquiredAt)
+	assert.Positive(t, gate.held.Load(), "no command naming the claim reached the gate")
+
+	close(gate.open)
+	deadline := time.Now().Add(10 * time.Second)
+	for !info.AcquiredAt.Equal(c.AcquiredAt) {
+		require.True(t, time.Now().Before(deadline), "Inspect shows %v, the claim was acquired at %v", info.AcquiredAt, c.AcquiredAt)
+		time.Sleep(5 * time.Millisecond)
+		info, err = hb.Inspect(ctx, "placed")
+		require.NoError(t, err)
+	}
+	require.NoError(t, wb.Release(ctx, c))
+}
+
+// holdBack holds every command naming claim id but its enqueue (the one
+// with mode "fair") until open is closed.
+type holdBack struct {
+	id   string
+	open chan struct{}
+	held atomic.Int64
+}
+
+func (h *holdBack) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (h *holdBack) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+func (h *holdBack) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		args := cmd.Args()
+		if slices.Contains(args, any(h.id)) && !slices.Contains(args, any("fair")) {
+			h.held.Add(1)
+			select {
+			case <-h.open:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
