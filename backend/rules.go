@@ -194,3 +194,18 @@ func (s *PermitSet) Lowest(n int) int {
 	}
 	return NoPermit
 }
+
+// Ahead returns how many of the claims just ahead of a new claim of kind k
+// (joining at the back of a key's queue) the rule reads to place it, or 0
+// for all of them. Given only q[i-n:i+1], where i is the new claim's index
+// and n = Ahead(k), FreePrefix and WaitFor answer for it as they do given
+// the whole queue (with indexes shifted by i-n), so a store may list only
+// those claims to a claim that joins. An exclusive claim is free only with
+// nothing ahead, and waits only for the claim just ahead; a shared or
+// counted claim may wait for a claim at any distance.
+func Ahead(k Kind) int {
+	if k.Exclusive() {
+		return 1
+	}
+	return 0
+}

@@ -110,3 +110,28 @@ func TestOnlyWaitedForDepartureFrees(t *testing.T) {
 		}
 	})
 }
+
+// A claim joining a queue stands on the claims Ahead names as it does on
+// the whole queue.
+func TestAheadSuffices(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		full := append(genQueue().Draw(t, "queue"), rapid.SampledFrom([]backend.Kind{x, s, c2, c3}).Draw(t, "new"))
+		i := len(full) - 1
+		n := backend.Ahead(full[i])
+		if n == 0 {
+			return
+		}
+		from := max(i-n, 0)
+		part := full[from:]
+		free := i < backend.FreePrefix(full)
+		if (i-from < backend.FreePrefix(part)) != free {
+			t.Fatalf("queue %v: free %v on the whole queue, not on its last %d", full, free, len(part))
+		}
+		if !free {
+			w, p := backend.WaitFor(full, i), backend.WaitFor(part, i-from)
+			if p != (backend.Wait{From: w.From - from, To: w.To - from, Admission: w.Admission}) {
+				t.Fatalf("queue %v: waits for %+v on the whole queue, %+v on its last %d", full, w, p, len(part))
+			}
+		}
+	})
+}

@@ -27,9 +27,9 @@ func (a *acquisition) enqueue(ctx context.Context, mode string, permit int, expe
 		// its place in the queue is its admission.
 		placed = "1"
 	}
-	args := make([]any, 0, 12+2*len(a.keys))
+	args := make([]any, 0, 13+2*len(a.keys))
 	args = append(args, a.b.lay.tag, a.req.ID, int64(a.req.Lease), a.kind.Permits, flag(a.kind.Shared), mode, permit,
-		a.req.Owner, a.req.Value, flag(a.req.Stamp != nil), placed, len(a.keys))
+		a.req.Owner, a.req.Value, flag(a.req.Stamp != nil), placed, backend.Ahead(a.kind), len(a.keys))
 	for _, k := range a.keys {
 		args = append(args, k)
 	}

@@ -145,6 +145,39 @@ local function state(key, upto)
   end
   return out
 end
+-- tail is state for the last n claims queued at key alone: it reaps the
+-- claims of ended leases among them until they are all live (each pass
+-- removes at least one), then lists them.
+local function tail(key, n)
+  local q, c = tag .. 'q:' .. key, tag .. 'c:' .. key
+  while true do
+    local ids = redis.call('ZRANGE', q, -n, -1)
+    local pttl, dead = {}, false
+    for _, id in ipairs(ids) do
+      local r = parse(redis.call('HGET', c, id) or '')
+      if not r then
+        redis.call('ZREM', q, id)
+        redis.call('HDEL', c, id, id .. ':o', id .. ':v')
+        dead = true
+      elseif not pttl[r.l] then
+        pttl[r.l] = redis.call('PTTL', tag .. 'lease:' .. r.l)
+        if pttl[r.l] == -2 then
+          reap(r.l)
+          dead = true
+        end
+      end
+    end
+    if not dead then
+      local out = {}
+      for _, id in ipairs(ids) do
+        local m = redis.call('HGET', c, id)
+        local ov = redis.call('HMGET', c, id .. ':o', id .. ':v')
+        out[#out + 1] = {id, m, ov[1] or '', ov[2] or '', pttl[parse(m).l]}
+      end
+      return out
+    end
+  end
+end
 -- stampmax returns the highest stamp recorded at any of keys, or '0'.
 local function stampmax(keys)
   local best = '0'
@@ -181,8 +214,8 @@ func script(body string) *goredis.Script {
 // enqueueScript adds a claim at every key of a request, with a fresh token.
 //
 // ARGV: tag, id, lease, permits, shared (0|1), mode, permit, owner, value,
-// want stamp (0|1), placed (0|1), n keys, keys..., then in mode "cond" one
-// expected last token per key ("0" for an empty queue).
+// want stamp (0|1), placed (0|1), ahead, n keys, keys..., then in mode
+// "cond" one expected last token per key ("0" for an empty queue).
 //
 // Mode "fair" always queues the claim; it is admitted at once (with the
 // given permit) only when every queue was empty. A claim whose admission
@@ -191,7 +224,10 @@ func script(body string) *goredis.Script {
 // start, so that the departure of the claim ahead is its handoff. Mode
 // "cond" adds it, admitted, only if every queue's newest token is the
 // expected one, that is no claim joined since the caller read the queues
-// (claims only join at the back, and leaving only frees). The replies:
+// (claims only join at the back, and leaving only frees). In mode "fair"
+// with ahead > 0, the states list only the last ahead claims of each queue
+// (what package backend's Ahead says the caller's rules read), so that
+// joining a long queue is not a read of all of it. The replies:
 //
 //	{"nolease"}                        the lease has ended
 //	{"mismatch", key}                  key's queue agrees on another permit count
@@ -201,13 +237,15 @@ func script(body string) *goredis.Script {
 //	{"queued", token, states...}       added behind states (the queues before it)
 var enqueueScript = script(`
 local id, lease, n, shared, mode, permit = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
-local owner, value, wantstamp, placed = ARGV[8], ARGV[9], ARGV[10], ARGV[11]
-local nk = tonumber(ARGV[12])
-local keys = slice(13, nk)
+local owner, value, wantstamp, placed, ahead = ARGV[8], ARGV[9], ARGV[10], ARGV[11], tonumber(ARGV[12])
+local nk = tonumber(ARGV[13])
+local keys = slice(14, nk)
 if redis.call('EXISTS', tag .. 'lease:' .. lease) == 0 then return {'nolease'} end
 local states = {}
-for i, k in ipairs(keys) do states[i] = state(k, '+inf') end
 local own = redis.call('HGET', tag .. 'c:' .. keys[1], id)
+for i, k in ipairs(keys) do
+  if own or mode == 'cond' or ahead == 0 then states[i] = state(k, '+inf') else states[i] = tail(k, ahead) end
+end
 if own then return {'exists', own, unpack(states)} end
 local empty = true
 for i, k in ipairs(keys) do
@@ -215,8 +253,8 @@ for i, k in ipairs(keys) do
   if #s > 0 then
     empty = false
     if parse(s[1][2]).n ~= n then return {'mismatch', k} end
-    if mode == 'cond' and parse(s[#s][2]).t ~= ARGV[12 + nk + i] then return {'changed', unpack(states)} end
-  elseif mode == 'cond' and ARGV[12 + nk + i] ~= '0' then
+    if mode == 'cond' and parse(s[#s][2]).t ~= ARGV[13 + nk + i] then return {'changed', unpack(states)} end
+  elseif mode == 'cond' and ARGV[13 + nk + i] ~= '0' then
     return {'changed', unpack(states)}
   end
 end
