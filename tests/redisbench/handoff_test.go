@@ -258,7 +258,7 @@ func runHandoff(b *testing.B, ctr *counter, cycles []cycleFunc) {
 	total := warm + int64(b.N)
 	// Counting only: the contenders learn nothing from these.
 	var handoffs, acquisitions, last atomic.Int64 // last: the last holder's index + 1
-	var acquiredAt [2]int64                        // acquisitions at the warm-up's end and at the run's
+	var acquiredAt [2]int64                       // acquisitions at the warm-up's end and at the run's
 	warmed, finished := make(chan struct{}), make(chan struct{})
 	failed := make(chan error, len(cycles)) // each contender sends at most once
 
