@@ -26,9 +26,14 @@ const maxIDLen = 128
 // waits for the claims package backend's WaitFor names (woken by their
 // events, or by a timer at the end of their lease), reads its queues again
 // and, once the rule admits it everywhere, records its admission (and
-// permit) in one more script run compared on its identity. Requests that
-// do not queue (Wait or Fair false) add their claim only in a script run
-// that finds the queues as they last read them, with the claim admitted.
+// permit) in one more script run compared on its identity. A plain
+// exclusive or shared claim on one key without a stamp is recorded as
+// admitted when it joins (its place in the queue is its admission), so
+// the read that finds it free is enough: it holds from there, and the time
+// it came to hold is written once Acquire has returned (recordAcquired).
+// Requests that do not queue (Wait or Fair false) add their claim only in
+// a script run that finds the queues as they last read them, with the
+// claim admitted.
 //
 // Acquire blocks until the claim holds its keys, ctx ends, the claim or
 // its lease vanishes (ErrLeaseExpired), Redis fails (ErrUnavailable) or

@@ -53,4 +53,24 @@
 // notifications need notify-keyspace-events to include K, g and x; New
 // warns when they do not, and a deleted lease is then found by its
 // holders' next renewal.
+//
+// # Handoff
+//
+// A plain claim (exclusive or shared, one key, no stamp) is recorded as
+// admitted when it joins its queue, since only the claims ahead keep it
+// from holding. When the claim it waits for leaves, it reads its queue
+// (a script that writes nothing, so it waits for no fsync of its own) and
+// holds as soon as the rule finds it free: the release ahead is the
+// handoff's only write on the way. The time it came to hold, the server's
+// clock at that read and Claim.AcquiredAt, is written after Acquire has
+// returned, compared on the claim's identity (so it changes nothing once
+// the claim has gone). Until that write lands, and for good if it fails,
+// Inspect and Observe show such a holder with the time it joined the queue
+// as its AcquiredAt. Counted, multi-key and stamped claims record their
+// admission (permit, stamp) in a script run before Acquire returns.
+//
+// A claim that joins lists only the claims ahead of it that package
+// backend's Ahead names (for an exclusive claim, the one just ahead), and
+// reaps ended leases among those alone, so joining does not grow with the
+// queue; waiters' reads reap the rest.
 package redis
