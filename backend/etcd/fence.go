@@ -83,9 +83,9 @@ func (a *acquisition) fenceRead() clientv3.Op {
 	return clientv3.OpGet(a.b.layout.fence(a.req.Lease), clientv3.WithKeysOnly())
 }
 
-// refenced reports whether resp, the answer to a failed Txn made by
-// creating whose last operation is fenceRead (or to a fenceRead of its
-// own), found the fence put after seen; the Backend then knows of it, and
+// refenced reports whether resp, whose last operation is fenceRead (in the
+// Else branch of a failed Txn made by creating, or in reads sent after
+// it), found the fence put after seen; the Backend then knows of it, and
 // the Txn may be sent again.
 func (a *acquisition) refenced(resp *clientv3.TxnResponse, seen int64) bool {
 	kvs := rangeKvs(resp, len(resp.Responses)-1)
