@@ -136,7 +136,7 @@ func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 func (a *acquisition) enqueue(ctx context.Context) error {
 	now := time.Now()
 	n := len(a.dirs)
-	cmps := make([]clientv3.Cmp, n) // our name absent at every key; at the end, our identity
+	cmps := make([]clientv3.Cmp, n, n+1) // our name absent at every key (and the fence: creating); at the end, our identity
 	room := 2 * n
 	if a.stampKey != "" {
 		room++ // withStamp's read
@@ -368,6 +368,9 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 
 // putAt creates the claim's key key with value v, bound to the lease.
 func (a *acquisition) putAt(key, v string, opts ...clientv3.OpOption) clientv3.Op {
+	if len(opts) == 0 { // the common case, without a slice grown on the heap
+		return clientv3.OpPut(key, v, clientv3.WithLease(clientv3.LeaseID(a.req.Lease)))
+	}
 	return clientv3.OpPut(key, v, append(opts, clientv3.WithLease(clientv3.LeaseID(a.req.Lease)))...)
 }
 

@@ -29,7 +29,8 @@ type Backend struct {
 	cli    *clientv3.Client
 	layout layout
 	reg    *registry
-	fenced atomic.Int64 // a revision etcd answered at, at or above every fence this Backend knows (fence.go)
+	fenced atomic.Int64               // a revision etcd answered at, at or above every fence this Backend knows (fence.go)
+	fence  atomic.Pointer[leaseFence] // the last lease's fence key (fenceKey)
 
 	ctx    context.Context // cancelled by Close; ends the Backend's goroutines
 	cancel context.CancelFunc
