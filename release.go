@@ -59,7 +59,8 @@ func (c *LockClient) release(ctx context.Context, s *guardState) error {
 
 // queueRelease keeps retrying a failed release until it succeeds, the lease
 // is gone (so the claim is too), or the client closes (Close revokes the
-// leases, which removes the claim). It runs one retrier goroutine at most.
+// leases, which removes the claim), as every failed delete is retried (see
+// backend.Retry). It runs one retrier goroutine at most.
 func (wd *watchdog) queueRelease(p pendingRelease) {
 	wd.mu.Lock()
 	defer wd.mu.Unlock()
@@ -69,47 +70,32 @@ func (wd *watchdog) queueRelease(p pendingRelease) {
 	wd.mu.releases = append(wd.mu.releases, p)
 	if !wd.mu.retrying {
 		wd.mu.retrying = true
-		wd.wg.Add(1)
-		go wd.retryReleases()
+		wd.wg.Go(func() { backend.Retry(wd.stop, false, wd.retryReleases) })
 	}
 }
 
-func (wd *watchdog) retryReleases() {
-	defer wd.wg.Done()
-	backoff := 100 * time.Millisecond
-	timer := time.NewTimer(backoff)
-	defer timer.Stop()
-	for {
-		select {
-		case <-timer.C:
-		case <-wd.stop:
-			return
-		}
-		wd.mu.Lock()
-		// A lease that left the pool (lost, revoked, closed) took its
-		// claims with it.
-		batch := slices.DeleteFunc(wd.mu.releases, func(p pendingRelease) bool { return p.lease.lost })
-		wd.mu.releases = nil
-		wd.mu.Unlock()
+// retryReleases tries every pending release once and reports whether none
+// is left; the retrier then ends.
+func (wd *watchdog) retryReleases() bool {
+	wd.mu.Lock()
+	// A lease that left the pool (lost, revoked, closed) took its claims
+	// with it.
+	batch := slices.DeleteFunc(wd.mu.releases, func(p pendingRelease) bool { return p.lease.lost })
+	wd.mu.releases = nil
+	wd.mu.Unlock()
 
-		var failed []pendingRelease
-		for _, p := range batch {
-			ctx, cancel := context.WithTimeout(wd.bg, cleanupTimeout)
-			if wd.be.Release(ctx, p.claim) != nil {
-				failed = append(failed, p)
-			}
-			cancel()
+	var failed []pendingRelease
+	for _, p := range batch {
+		ctx, cancel := context.WithTimeout(wd.bg, cleanupTimeout)
+		if wd.be.Release(ctx, p.claim) != nil {
+			failed = append(failed, p)
 		}
-
-		wd.mu.Lock()
-		wd.mu.releases = append(wd.mu.releases, failed...)
-		more := len(wd.mu.releases) > 0
-		wd.mu.retrying = more
-		wd.mu.Unlock()
-		if !more {
-			return
-		}
-		backoff = min(2*backoff, 5*time.Second)
-		timer.Reset(backoff)
+		cancel()
 	}
+
+	wd.mu.Lock()
+	defer wd.mu.Unlock()
+	wd.mu.releases = append(wd.mu.releases, failed...)
+	wd.mu.retrying = len(wd.mu.releases) > 0
+	return !wd.mu.retrying
 }

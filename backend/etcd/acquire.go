@@ -136,8 +136,12 @@ func (a *acquisition) run(ctx context.Context) (backend.Claim, error) {
 func (a *acquisition) enqueue(ctx context.Context) error {
 	now := time.Now()
 	n := len(a.dirs)
-	cmps := make([]clientv3.Cmp, n) // our name absent at every key; at the end, our identity
-	ops := make([]clientv3.Op, 2*n, 2*n+1)
+	cmps := make([]clientv3.Cmp, n, n+1) // our name absent at every key (and the fence: creating); at the end, our identity
+	room := 2 * n
+	if a.stampKey != "" {
+		room++ // withStamp's read
+	}
+	ops := make([]clientv3.Op, 2*n, room)
 	rec := a.record(now, backend.Timestamp{})
 	for i, dir := range a.dirs {
 		cmps[i] = absent(a.e.keys[i])
@@ -150,7 +154,7 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 		a.permit = backend.NoPermit
 		ops[1] = clientv3.OpTxn([]clientv3.Cmp{freeOf(a.kind, a.dirs[0])}, []clientv3.Op{alone}, []clientv3.Op{ops[1]})
 	}
-	resp, err := a.create(ctx, cmps, a.withStamp(ops...)...)
+	resp, found, err := a.create(ctx, cmps, a.withStamp(ops...)...)
 	if err != nil {
 		return err
 	}
@@ -159,7 +163,7 @@ func (a *acquisition) enqueue(ctx context.Context) error {
 	}
 	switch {
 	case !resp.Succeeded:
-		err = a.adopt(ctx)
+		err = a.adopt(ctx, found)
 	case a.kind.Counted() && resp.Responses[1].GetResponseTxn().GetSucceeded():
 		a.permit = 0
 		return a.holds(now, resp)
@@ -364,6 +368,9 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 
 // putAt creates the claim's key key with value v, bound to the lease.
 func (a *acquisition) putAt(key, v string, opts ...clientv3.OpOption) clientv3.Op {
+	if len(opts) == 0 { // the common case, without a slice grown on the heap
+		return clientv3.OpPut(key, v, clientv3.WithLease(clientv3.LeaseID(a.req.Lease)))
+	}
 	return clientv3.OpPut(key, v, append(opts, clientv3.WithLease(clientv3.LeaseID(a.req.Lease)))...)
 }
 
@@ -409,30 +416,47 @@ func absent(key string) clientv3.Cmp {
 // again, the Txn finds the claim if a lost try made it, and the caller
 // takes that claim over; the fence is then moved, so that the lost try,
 // applied after the claim's release, makes nothing.
-func (a *acquisition) create(ctx context.Context, notYet []clientv3.Cmp, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+//
+// When the Txn fails, found is what a second one read under our name at
+// every key (for adopt) and, last, the fence. The Txn carries no Else
+// branch: it fails rarely, and the uncontended cycle would pay for that
+// branch on every request. The fence cannot move back, so a fence read
+// after the Txn that was put after seen was put after seen when the Txn
+// ran, or since; either way sending the Txn again is right.
+func (a *acquisition) create(ctx context.Context, notYet []clientv3.Cmp, ops ...clientv3.Op) (resp, found *clientv3.TxnResponse, err error) {
 	a.mayExist = true
 	unsure := false
 	for {
 		var seen int64
 		tries := 0
-		resp, err := a.send(ctx, func(txn clientv3.Txn) clientv3.Txn {
+		resp, err = a.send(ctx, func(txn clientv3.Txn) clientv3.Txn {
 			tries++
 			unsure = unsure || tries > 1
-			txn, seen = a.creating(txn, notYet, ops, []clientv3.Op{a.fenceRead()})
+			txn, seen = a.creating(txn, notYet, ops, nil)
 			return txn
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if !resp.Succeeded && a.refenced(resp, seen) {
-			continue
+		if !resp.Succeeded {
+			reads := make([]clientv3.Op, len(a.e.keys), len(a.e.keys)+1)
+			for i, key := range a.e.keys {
+				// Not keys-only: etcd leaves the lease out of keys-only replies.
+				reads[i] = clientv3.OpGet(key)
+			}
+			if found, err = a.b.cli.Txn(ctx).Then(append(reads, a.fenceRead())...).Commit(); err != nil {
+				return nil, nil, rpcError(ctx, "acquire", err)
+			}
+			if a.refenced(found, seen) {
+				continue
+			}
 		}
 		if unsure {
 			if err := a.b.fenceDelete(ctx, a.req.Lease); err != nil {
-				return nil, rpcError(ctx, "acquire", err)
+				return nil, nil, rpcError(ctx, "acquire", err)
 			}
 		}
-		return resp, nil
+		return resp, found, nil
 	}
 }
 

@@ -31,22 +31,14 @@ import (
 //     our own live lease, until ctx ends. It is removed and the request
 //     sent again (strays).
 
-// adopt takes over the claim an enqueue found under our name, if it is one
-// claim of ours, and then checks the permit count against the claims
-// ahead of it at every key, in one more Txn.
-func (a *acquisition) adopt(ctx context.Context) error {
-	ops := make([]clientv3.Op, len(a.dirs))
-	for i, key := range a.e.keys {
-		// Not keys-only: etcd leaves the lease out of keys-only replies.
-		ops[i] = clientv3.OpGet(key)
-	}
-	resp, err := a.b.cli.Txn(ctx).Then(ops...).Commit()
-	if err != nil {
-		return rpcError(ctx, "acquire", err)
-	}
+// adopt takes over the claim an enqueue found under our name (found: the
+// reads of create), if it is one claim of ours, and then checks the
+// permit count against the claims ahead of it at every key, in one more
+// Txn.
+func (a *acquisition) adopt(ctx context.Context, found *clientv3.TxnResponse) error {
 	var token int64
-	for i := range ops {
-		kvs := rangeKvs(resp, i)
+	for i := range a.dirs {
+		kvs := rangeKvs(found, i)
 		if len(kvs) == 0 {
 			return a.lostError() // deleted since the enqueue saw it
 		}
@@ -58,10 +50,12 @@ func (a *acquisition) adopt(ctx context.Context) error {
 		token = kvs[0].CreateRevision
 	}
 	a.b.reg.setToken(a.e, token)
+	ops := make([]clientv3.Op, len(a.dirs))
 	for i, dir := range a.dirs {
 		ops[i] = aheadOf(a.kind, dir, token)
 	}
-	if resp, err = a.b.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+	resp, err := a.b.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
 		return rpcError(ctx, "acquire", err)
 	}
 	_, err = a.firstAhead(resp)

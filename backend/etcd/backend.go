@@ -23,22 +23,14 @@ const cleanupTimeout = 5 * time.Second
 // background.
 const endedCleanupTimeout = time.Second
 
-// Backoff between the retries of the Backend's own calls (see backoff):
-// opening the watch stream, reading watched keys, removing a failed
-// Acquire's claim, and a waiting Acquire's requests while etcd is out of
-// reach.
-const (
-	minBackoff = 50 * time.Millisecond
-	maxBackoff = time.Second
-)
-
 // Backend is a backend.Backend that keeps claims in etcd v3. Create it with
 // New; it is safe for concurrent use. The zero value is not usable.
 type Backend struct {
 	cli    *clientv3.Client
 	layout layout
 	reg    *registry
-	fenced atomic.Int64 // a revision etcd answered at, at or above every fence this Backend knows (fence.go)
+	fenced atomic.Int64               // a revision etcd answered at, at or above every fence this Backend knows (fence.go)
+	fence  atomic.Pointer[leaseFence] // the last lease's fence key (fenceKey)
 
 	ctx    context.Context // cancelled by Close; ends the Backend's goroutines
 	cancel context.CancelFunc
@@ -107,34 +99,6 @@ func (b *Backend) closed(op string) error {
 		return closedError(op)
 	}
 	return nil
-}
-
-// backoff paces the retries of one loop, the one way every loop of the
-// Backend retries: the first pause is minBackoff, each later one twice the
-// last, up to maxBackoff, until reset. The zero value is ready to use.
-type backoff time.Duration
-
-// next returns the pause before the next try.
-func (b *backoff) next() time.Duration {
-	d := min(max(2*time.Duration(*b), minBackoff), maxBackoff)
-	*b = backoff(d)
-	return d
-}
-
-// reset makes the next pause minBackoff again, after progress.
-func (b *backoff) reset() { *b = 0 }
-
-// wait pauses for next(), or until ctx ends; it reports whether the pause
-// passed.
-func (b *backoff) wait(ctx context.Context) bool {
-	t := time.NewTimer(b.next())
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // Prefix returns the etcd key prefix under which the Backend keeps its keys.

@@ -36,7 +36,25 @@ import (
 // fenceCmp holds while the fence of lease has not been put after revision
 // seen.
 func (b *Backend) fenceCmp(lease backend.LeaseID, seen int64) clientv3.Cmp {
-	return clientv3.Compare(clientv3.ModRevision(b.layout.fence(lease)), "<", seen+1)
+	return clientv3.Compare(clientv3.ModRevision(b.fenceKey(lease)), "<", seen+1)
+}
+
+// leaseFence is a lease's fence key.
+type leaseFence struct {
+	lease backend.LeaseID
+	key   string
+}
+
+// fenceKey returns layout.fence(lease), kept for the last lease asked
+// about: every create compares its lease's fence, and a client mostly makes
+// its claims under one lease.
+func (b *Backend) fenceKey(lease backend.LeaseID) string {
+	if f := b.fence.Load(); f != nil && f.lease == lease {
+		return f.key
+	}
+	f := &leaseFence{lease: lease, key: b.layout.fence(lease)}
+	b.fence.Store(f)
+	return f.key
 }
 
 // saw raises Backend.fenced to rev, a revision etcd answered at.
@@ -49,7 +67,7 @@ func (b *Backend) saw(rev int64) {
 // the fence of lease, in one Txn fenced itself. A lease that has ended
 // took its claims with it: that counts as done.
 func (b *Backend) fenceDelete(ctx context.Context, lease backend.LeaseID, keys ...string) error {
-	ops := []clientv3.Op{clientv3.OpPut(b.layout.fence(lease), "", clientv3.WithLease(clientv3.LeaseID(lease)))}
+	ops := []clientv3.Op{clientv3.OpPut(b.fenceKey(lease), "", clientv3.WithLease(clientv3.LeaseID(lease)))}
 	for _, k := range keys {
 		ops = append(ops, clientv3.OpDelete(k))
 	}
@@ -73,19 +91,21 @@ func (b *Backend) fenceDelete(ctx context.Context, lease backend.LeaseID, keys .
 // compared with, for refenced.
 func (a *acquisition) creating(txn clientv3.Txn, cmps []clientv3.Cmp, ops, els []clientv3.Op) (clientv3.Txn, int64) {
 	seen := a.b.fenced.Load()
-	cmps = append(cmps[:len(cmps):len(cmps)], a.b.fenceCmp(a.req.Lease, seen))
+	// If copies the compares, so a slot past cmps, if the caller left one,
+	// can take the fence's on every try.
+	cmps = append(cmps, a.b.fenceCmp(a.req.Lease, seen))
 	return txn.If(cmps...).Then(ops...).Else(els...), seen
 }
 
 // fenceRead reads the lease's fence; as the last operation of a failed
 // Txn, for refenced.
 func (a *acquisition) fenceRead() clientv3.Op {
-	return clientv3.OpGet(a.b.layout.fence(a.req.Lease), clientv3.WithKeysOnly())
+	return clientv3.OpGet(a.b.fenceKey(a.req.Lease), clientv3.WithKeysOnly())
 }
 
-// refenced reports whether resp, the answer to a failed Txn made by
-// creating whose last operation is fenceRead (or to a fenceRead of its
-// own), found the fence put after seen; the Backend then knows of it, and
+// refenced reports whether resp, whose last operation is fenceRead (in the
+// Else branch of a failed Txn made by creating, or in reads sent after
+// it), found the fence put after seen; the Backend then knows of it, and
 // the Txn may be sent again.
 func (a *acquisition) refenced(resp *clientv3.TxnResponse, seen int64) bool {
 	kvs := rangeKvs(resp, len(resp.Responses)-1)

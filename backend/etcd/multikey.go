@@ -13,7 +13,8 @@ import clientv3 "go.etcd.io/etcd/client/v3"
 // outer one leaves of it; with at most backend.MaxKeys (64) keys every Txn
 // below stays within that:
 //
-//	enqueue:  If(own name absent per key, fence) Then(Get ahead per key, Put per key) Else(Get fence)
+//	enqueue:  If(own name absent per key, fence) Then(Get ahead per key, Put per key),
+//	          then Get own name per key and fence if it failed
 //	try:      If(queue free per key, fence) Then(Put per key)
 //	          Else(Get the blocking claim per key, Get own name per key),
 //	          then Get fence if nothing blocks (for a counted claim, in Else),

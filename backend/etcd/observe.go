@@ -112,7 +112,7 @@ func (o *observation) run(ctx context.Context) error {
 	if err := o.resync(ctx, true); err != nil {
 		return err
 	}
-	var bo backoff
+	var bo backend.Backoff
 	for {
 		in := &inbox{wake: make(chan struct{}, 1)}
 		w := newRangeWatch(o.dir, o.rev+1, in)
@@ -123,7 +123,7 @@ func (o *observation) run(ctx context.Context) error {
 			return err
 		}
 		if progress {
-			bo.reset()
+			bo.Reset()
 		}
 		switch {
 		case news.compacted:
@@ -132,7 +132,7 @@ func (o *observation) run(ctx context.Context) error {
 			}
 		case o.b.cli.Ctx().Err() != nil, forbidden(news.err):
 			return news.err
-		case !bo.wait(ctx):
+		case !bo.Wait(ctx.Done()):
 			// etcd refused the watch: try again from o.rev+1 after a pause.
 			return nil
 		}
@@ -145,14 +145,14 @@ func (o *observation) run(ctx context.Context) error {
 // etcd client is closed, when etcd refuses it for good (see forbidden), or
 // on a bad record or the consumer's stop.
 func (o *observation) resync(ctx context.Context, first bool) error {
-	var bo backoff
+	var bo backend.Backoff
 	for {
 		resp, err := o.b.cli.Get(ctx, o.dir, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 		if err == nil {
 			o.claims, o.rev = resp.Kvs, resp.Header.Revision
 			return o.emit(first)
 		}
-		if ctx.Err() != nil || o.b.cli.Ctx().Err() != nil || forbidden(err) || !bo.wait(ctx) {
+		if ctx.Err() != nil || o.b.cli.Ctx().Err() != nil || forbidden(err) || !bo.Wait(ctx.Done()) {
 			return rpcError(ctx, "observe", err)
 		}
 	}

@@ -104,18 +104,22 @@ func (r *registry) add(dirs []string, k backend.Kind, lease backend.LeaseID, onL
 	e := &entry{reg: r, lease: lease, onLost: onLost, lost: make(chan struct{})}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if len(dirs) > 1 {
+		e.keys = make([]string, len(dirs))
+	} else {
+		e.keys = e.one[:]
+	}
 next:
 	for slot := 0; ; slot++ {
 		name := kindName(k, claimName(lease, slot))
-		for _, dir := range dirs {
-			if _, taken := r.entries[dir+name]; taken {
+		for i, dir := range dirs {
+			e.keys[i] = dir + name
+			if _, taken := r.entries[e.keys[i]]; taken {
 				continue next
 			}
 		}
-		e.keys = e.one[:0]
-		for _, dir := range dirs {
-			e.keys = append(e.keys, dir+name)
-			r.entries[dir+name] = e
+		for _, key := range e.keys {
+			r.entries[key] = e
 		}
 		e.key = e.keys[0]
 		return e

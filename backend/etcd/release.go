@@ -105,9 +105,9 @@ func (b *Backend) claimKeys(c backend.Claim) []string {
 // ended, so that a cancelled Acquire still returns promptly when etcd is
 // slow. Without now (ctx's deadline passed while etcd did not answer, so an
 // immediate try would most likely keep the caller waiting) and whenever
-// that try fails, a background goroutine keeps trying with backoff until it
-// succeeds or the Backend is closed. The claim's lease bounds how long a
-// claim that cannot be deleted blocks the key.
+// that try fails, a background goroutine keeps trying (removeUntilGone).
+// The claim's lease bounds how long a claim that cannot be deleted blocks
+// the key.
 func (b *Backend) discard(ctx context.Context, e *entry, token int64, now bool) {
 	bound := cleanupTimeout
 	if ctx.Err() != nil {
@@ -141,14 +141,10 @@ func (b *Backend) remove(parent context.Context, e *entry, token int64, bound ti
 	return true
 }
 
-// removeUntilGone is remove, tried again with backoff (after a first pause
-// unless now) until it succeeds or the Backend is closed. It runs in a
+// removeUntilGone is remove, tried again as every failed delete is (see
+// backend.Retry; at once if now) until it succeeds, the claim's lease has
+// ended (remove then succeeds) or the Backend is closed. It runs in a
 // goroutine of the Backend's, and does not hold up Close.
 func (b *Backend) removeUntilGone(e *entry, token int64, now bool) {
-	try := func() bool { return b.remove(b.ctx, e, token, cleanupTimeout) }
-	if now && try() {
-		return
-	}
-	for bo := backoff(0); bo.wait(b.ctx) && !try(); {
-	}
+	backend.Retry(b.ctx.Done(), now, func() bool { return b.remove(b.ctx, e, token, cleanupTimeout) })
 }

@@ -144,7 +144,7 @@ func (a *acquisition) guarded(ctx context.Context, own []clientv3.Cmp, ops func(
 // is lost or the Backend closes first. The client ends ctx itself once it
 // stops trusting the lease.
 func (a *acquisition) send(ctx context.Context, build func(clientv3.Txn) clientv3.Txn) (*clientv3.TxnResponse, error) {
-	var bo backoff
+	var bo backend.Backoff
 	for {
 		resp, err := build(a.b.cli.Txn(ctx)).Commit()
 		if err == nil {
@@ -153,7 +153,7 @@ func (a *acquisition) send(ctx context.Context, build func(clientv3.Txn) clientv
 		if ctx.Err() != nil || status.Code(err) != codes.Unavailable {
 			return nil, rpcError(ctx, "acquire", err)
 		}
-		t := time.NewTimer(bo.next())
+		t := time.NewTimer(bo.Next())
 		perr := pause(ctx, a, t.C, func() error { return rpcError(ctx, "acquire", err) })
 		t.Stop()
 		if perr != nil {

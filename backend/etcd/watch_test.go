@@ -300,8 +300,8 @@ func TestMuxWatchOfPuts(t *testing.T) {
 }
 
 // A stream whose creates etcd keeps refusing for an expired auth token is
-// opened again with growing pauses (minBackoff, doubled up to maxBackoff),
-// not at every minBackoff: such a refusal is no sign that streams work.
+// opened again with growing pauses (backend.MinBackoff, doubled up to backend.MaxBackoff),
+// not at every backend.MinBackoff: such a refusal is no sign that streams work.
 func TestMuxRefusedStreamsBackOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tm := newTestMux(t)
@@ -312,7 +312,7 @@ func TestMuxRefusedStreamsBackOff(t *testing.T) {
 		synctest.Wait()
 		// 50+100+200+400+800 ms, then one a second: 7 streams in 3 s.
 		want := 0
-		for d, b := time.Duration(0), minBackoff; d <= window; d, b = d+b, min(2*b, maxBackoff) {
+		for d, b := time.Duration(0), backend.MinBackoff; d <= window; d, b = d+b, min(2*b, backend.MaxBackoff) {
 			want++
 		}
 		assert.Equal(t, want, tm.e.streamCount(), "streams opened in %v", window)

@@ -6,6 +6,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ash-lock/ashlock/backend"
 )
 
 // Checks: reads that settle what a watch cannot see.
@@ -77,20 +79,20 @@ func (m *mux) startChecksLocked(c check) {
 // closed. It runs in a goroutine of its own while there is work, and at
 // most one at a time.
 func (m *mux) check() {
-	var bo backoff
+	var bo backend.Backoff
 	for {
 		batch := m.takeChecks()
 		if len(batch) == 0 {
 			return
 		}
 		if m.checkBatch(batch) == nil {
-			bo.reset()
+			bo.Reset()
 			continue
 		}
 		m.mu.Lock()
 		m.checks = append(batch, m.checks...) // retried first
 		m.mu.Unlock()
-		if !bo.wait(m.ctx) {
+		if !bo.Wait(m.ctx.Done()) {
 			return // closed: Close stops spawn before it ends m.ctx, so no check starts again
 		}
 	}

@@ -16,13 +16,13 @@ import (
 // until the Backend is closed or its etcd client is. It runs in its own
 // goroutine, started with the first watch.
 func (m *mux) run() {
-	var bo backoff
+	var bo backend.Backoff
 	for {
 		if s := m.openStream(); s != nil {
 			m.serve(s)
 			m.mu.Lock()
 			if s.heard {
-				bo.reset()
+				bo.Reset()
 			}
 			m.mu.Unlock()
 		}
@@ -30,7 +30,7 @@ func (m *mux) run() {
 			m.stopForGood(fmt.Errorf("%w: etcd watch: the etcd client was closed", backend.ErrUnavailable))
 			return
 		}
-		if m.ctx.Err() != nil || !bo.wait(m.ctx) {
+		if m.ctx.Err() != nil || !bo.Wait(m.ctx.Done()) {
 			return
 		}
 	}

@@ -1,12 +1,14 @@
 package etcdbackend_test
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ash-lock/ashlock/backend"
 )
@@ -82,4 +84,35 @@ func TestLateFirstTryOfRetriedEnqueueMakesNothing(t *testing.T) {
 
 	o := acquire(t, other, request("k", lo, "other"))
 	release(t, other, o)
+}
+
+// A create compares the lease's fence with a revision its Backend saw. A
+// fence put later than that - here by hand, as another Backend sharing the
+// lease would after a lost reply - fails the create once; the Acquire then
+// reads the fence, learns its revision and sends the create again, and
+// holds, with one claim made.
+func TestFenceMovedElsewhereIsLearned(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		fair, counted bool
+	}{{"fair", true, false}, {"fair counted", true, true}, {"not queued", false, false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			prefix := uniquePrefix(t)
+			b, cli := newBackend(t, shared, prefix)
+			l := grant(t, b, 30*time.Second)
+			fence := prefix + "fences/" + strconv.FormatInt(int64(l.ID), 16)
+			_, err := cli.Put(testCtx(t, waitBound), fence, "", clientv3.WithLease(clientv3.LeaseID(l.ID)))
+			require.NoError(t, err, "putting the fence")
+
+			r := request("k", l, "refenced")
+			r.Fair = tt.fair
+			if tt.counted {
+				r.Permits = 3
+			}
+			c := acquire(t, b, r)
+			require.Len(t, keys(t, cli, prefix+"claims/"), 1, "claims once the Acquire holds")
+			release(t, b, c)
+			assert.Empty(t, keys(t, cli, prefix+"claims/"), "claims left")
+		})
+	}
 }
