@@ -283,15 +283,7 @@ func (a *acquisition) discard(ctx context.Context, err error) {
 	}
 	if !a.b.spawn(func() {
 		defer a.forget()
-		for d := minBackoff; a.cleanup() != nil; d = min(2*d, maxBackoff) {
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-			case <-a.b.done:
-				t.Stop()
-				return
-			}
-		}
+		backend.Retry(a.b.done, true, func() bool { return a.cleanup() == nil })
 	}) {
 		a.forget()
 	}

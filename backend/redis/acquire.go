@@ -165,15 +165,29 @@ func (b *Backend) recordAcquired(id string, token uint64, keys []string, at time
 }
 
 // discard removes the claim of a failed Acquire by its ID, whatever its
-// token, with a bounded context of its own: the caller's may have ended.
-// The ID is the acquisition's own, so nothing else can be removed.
+// token, each try with a bounded context of its own: the caller's may
+// have ended. The ID is the acquisition's own, so nothing else can be
+// removed. A removal that fails is tried again in the background (see
+// backend.Retry) until it succeeds or the Backend closes; the claim's
+// lease ending removes it too.
 func (b *Backend) discard(id string, keys []string) {
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-	defer cancel()
-	if err := b.release(ctx, id, "", keys); err != nil {
-		b.log.Warn("redis: removing the claim of a failed acquire failed; it goes when its lease ends",
-			"key", keys[0], "error", err)
+	try := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		return b.release(ctx, id, "", keys)
 	}
+	err := try()
+	if err == nil {
+		return
+	}
+	b.log.Warn("redis: removing the claim of a failed acquire failed; trying again in the background",
+		"key", keys[0], "error", err)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.psClosed {
+		return // Close is waiting for b.wg
+	}
+	b.wg.Go(func() { backend.Retry(b.done, false, func() bool { return try() == nil }) })
 }
 
 func flag(b bool) string {

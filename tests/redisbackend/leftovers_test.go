@@ -3,6 +3,7 @@ package redisbackend
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,9 +71,70 @@ func TestLostReplyLeavesNoKey(t *testing.T) {
 	require.NoError(t, err)
 	defer lb.Close()
 
+	warm(t, b, l)
 	_, err = lb.Acquire(ctx, request("lost", l, "L"))
 	assert.ErrorIs(t, err, backend.ErrUnavailable)
 	onlyCounters(t, rc, prefix, l.ID)
+}
+
+// A removal of a failed Acquire's claim that fails too is tried again in
+// the background: the claim goes long before its lease would end.
+func TestFailedCleanupIsRetried(t *testing.T) {
+	ctx := ctxFor(t)
+	rc := client(t)
+	prefix := redistest.Prefix()
+	b, err := redisb.New(ctx, rc, redisb.WithPrefix(prefix))
+	require.NoError(t, err)
+	defer b.Close()
+	l := grant(t, b, time.Hour)
+
+	lossy := srv.Client()
+	defer lossy.Close()
+	var fails atomic.Int32
+	fails.Store(2)
+	lossy.AddHook(failCleanups{&fails})
+	lossy.AddHook(dropReplies{})
+	lb, err := redisb.New(ctx, lossy, redisb.WithPrefix(prefix))
+	require.NoError(t, err)
+	defer lb.Close()
+
+	warm(t, b, l)
+	_, err = lb.Acquire(ctx, request("lost", l, "L"))
+	assert.ErrorIs(t, err, backend.ErrUnavailable)
+	require.Eventually(t, func() bool {
+		return len(keysUnder(t, rc, prefix)) == 3 // the two counters and the lease
+	}, 10*time.Second, 10*time.Millisecond, "the claim is still there")
+	assert.LessOrEqual(t, fails.Load(), int32(0), "the first removals did not fail")
+	onlyCounters(t, rc, prefix, l.ID)
+}
+
+// failCleanups fails the cleanup's script runs (see isRelease) while n is
+// above zero, without sending them.
+type failCleanups struct{ n *atomic.Int32 }
+
+func (failCleanups) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (failCleanups) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+func (f failCleanups) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if n := cmd.Name(); (n == "evalsha" || n == "eval") && isRelease(cmd) && f.n.Add(-1) >= 0 {
+			cmd.SetErr(errDropped)
+			return errDropped
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// warm takes and releases a lock on b, so that the server has every
+// script of an Acquire cached: a first EVALSHA would otherwise be answered
+// NOSCRIPT and sent again as EVAL, which the hooks of these tests do not
+// expect.
+func warm(t *testing.T, b *redisb.Backend, l backend.Lease) {
+	t.Helper()
+	c, err := b.Acquire(ctxFor(t), request("warm", l, "W"))
+	require.NoError(t, err)
+	require.NoError(t, b.Release(ctxFor(t), c))
 }
 
 // errDropped stands for a reply lost in the network.
