@@ -210,7 +210,12 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 		// above from is the incarnation's: a later incarnation of the
 		// name needs this one deleted first.
 		if rev := ev.Kv.ModRevision; (ev.Type == mvccpb.DELETE || w.puts) && rev >= w.from {
-			return []notice{m.finishLocked(w, rev, nil)}, true, false
+			m.doneLocked(w)
+			n := watchNews{rev: rev}
+			if ev.Type == mvccpb.DELETE {
+				n.prev = ev.PrevKv // nil unless w.prev
+			}
+			return []notice{func() { w.target.notify(n) }}, true, false
 		}
 	}
 	return nil, false, false
