@@ -99,11 +99,8 @@ func (a *acquisition) waitAt(ctx context.Context, i int, pred string, rev int64)
 // found rather than the watch (no last state). Either way the waiter
 // makes the full check.
 func (a *acquisition) heldBefore(prev *mvccpb.KeyValue) bool {
-	if prev == nil || prev.CreateRevision >= a.e.token || prev.ModRevision <= prev.CreateRevision {
-		return false
-	}
-	k := kindOfName(string(prev.Key))
-	return !k.Shared && !k.Counted()
+	return prev != nil && prev.CreateRevision < a.e.token && prev.ModRevision > prev.CreateRevision &&
+		kindOfName(string(prev.Key)) == exclusive
 }
 
 // waitAny blocks until the incarnation of one of keys that existed at
@@ -146,27 +143,21 @@ func (a *acquisition) waitFor(ctx context.Context, ws ...*keyWatch) (*mvccpb.Key
 	err := pause(ctx, a, p.done, func() error {
 		return fmt.Errorf("etcd acquire: waiting: %w", backend.ContextError(ctx))
 	})
-	if err != nil {
-		return nil, err
+	if err == nil && p.news.err != nil {
+		return nil, fmt.Errorf("etcd acquire: %w", p.news.err)
 	}
-	if p.err != nil {
-		return nil, fmt.Errorf("etcd acquire: %w", p.err)
-	}
-	return p.prev, nil
+	return p.news.prev, err
 }
 
 // predWait is the target of the watches a waiter keeps on the claims it
 // waits behind; the first call it hears wins.
 type predWait struct {
 	once sync.Once
-	done chan struct{}    // closed by notify
-	err  error            // written before done is closed: why the watch failed
-	prev *mvccpb.KeyValue // written before done is closed: see waitFor
+	done chan struct{} // closed by notify
+	news watchNews     // written before done is closed: why the watch failed (err) or the deleted state (prev)
 }
 
-func (p *predWait) notify(n watchNews) {
-	p.once.Do(func() { p.err, p.prev = n.err, n.prev; close(p.done) })
-}
+func (p *predWait) notify(n watchNews) { p.once.Do(func() { p.news = n; close(p.done) }) }
 
 // guarded sends (see send) a Txn whose compares own are the claim's
 // identity and whose operations ops returns (called for each try); it

@@ -211,10 +211,7 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 		// name needs this one deleted first.
 		if rev := ev.Kv.ModRevision; (ev.Type == mvccpb.DELETE || w.puts) && rev >= w.from {
 			m.doneLocked(w)
-			n := watchNews{rev: rev}
-			if ev.Type == mvccpb.DELETE {
-				n.prev = ev.PrevKv // nil unless w.prev
-			}
+			n := watchNews{rev: rev, prev: ev.PrevKv} // nil unless w.prev, which watches deletes only
 			return []notice{func() { w.target.notify(n) }}, true, false
 		}
 	}
