@@ -13,9 +13,9 @@ import (
 )
 
 // queueCompares counts the Txns a client sends that compare over a key
-// range: the check, over the whole queue, that nothing older blocks a
-// waiter.
-type queueCompares struct{ n atomic.Int64 }
+// range - the check, over the whole queue, that nothing older blocks a
+// waiter - and the watch creates etcd has answered.
+type queueCompares struct{ n, created atomic.Int64 }
 
 func (q *queueCompares) configure(cfg *clientv3.Config) {
 	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string,
@@ -29,7 +29,28 @@ func (q *queueCompares) configure(cfg *clientv3.Config) {
 			}
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
+	}), grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn,
+		method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		s, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil || method != watchMethod {
+			return s, err
+		}
+		return &createHook{ClientStream: s, onCreate: func(*pb.WatchCreateRequest) {}, onResponse: func(r *pb.WatchResponse) {
+			if r.Created {
+				q.created.Add(1)
+			}
+		}}, nil
 	}))
+}
+
+// awaitWatch waits until etcd has answered the client's first watch
+// create: a waiter's watch of its predecessor, which from then on sees the
+// predecessor's delete as an event (a delete before it would be found by
+// the read that closes the watch's start gap, which carries no last
+// state).
+func (q *queueCompares) awaitWatch(t *testing.T, who string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return q.created.Load() >= 1 }, waitBound, time.Millisecond, "%s's watch", who)
 }
 
 // A waiter whose predecessor was itself admitted after waiting, and then
@@ -50,6 +71,7 @@ func TestWaiterBehindAdmittedPredecessorComparesOwnClaimOnly(t *testing.T) {
 	awaitCount(t, operator, prefix, 2)
 	w2 := start(ctx, b2, request("k", grant(t, b2, 30*time.Second), "W2"))
 	awaitCount(t, operator, prefix, 3)
+	q2.awaitWatch(t, "W2")
 
 	require.NoError(t, hb.Release(testCtx(t, waitBound), holder))
 	r1 := await(t, w1, "W1 after H's release")
@@ -96,6 +118,7 @@ func TestWaiterBehindPredecessorThatNeverHeldKeepsWaiting(t *testing.T) {
 			w1Key := claimKeyOtherThan(t, operator, prefix, hb.ClaimKey(holder))
 			w2 := start(ctx, b2, request("k", grant(t, b2, 30*time.Second), "W2"))
 			awaitCount(t, operator, prefix, 3)
+			q2.awaitWatch(t, "W2")
 
 			tt.remove(t, cancel1, operator, w1Key)
 			r1 := await(t, w1, "W1 after its claim went")
@@ -117,4 +140,46 @@ func TestWaiterBehindPredecessorThatNeverHeldKeepsWaiting(t *testing.T) {
 			require.NoError(t, b2.Release(testCtx(t, waitBound), r2.claim))
 		})
 	}
+}
+
+// A shared predecessor proves nothing, even admitted after waiting: it may
+// have held beside an older reader that still holds. A writer queued
+// behind two readers, which waited together behind a writer and were
+// admitted together, wakes when the second reader goes and keeps waiting
+// for the first.
+func TestWriterBehindAdmittedReaderWaitsForOlderReader(t *testing.T) {
+	prefix := uniquePrefix(t)
+	hb, operator := newBackend(t, shared, prefix)
+	rb, _ := newBackend(t, shared, prefix)
+	var qx queueCompares
+	xb, _ := newBackend(t, shared, prefix, qx.configure)
+	holder := acquire(t, hb, request("k", grant(t, hb, 30*time.Second), "H"))
+	ctx := testCtx(t, waitBound)
+	rl := grant(t, rb, 30*time.Second)
+	var readers []<-chan result
+	for i, owner := range []string{"R1", "R2"} {
+		r := request("k", rl, owner)
+		r.Shared = true
+		readers = append(readers, start(ctx, rb, r))
+		awaitCount(t, operator, prefix, int64(i+2))
+	}
+	x := start(ctx, xb, request("k", grant(t, xb, 30*time.Second), "X"))
+	awaitCount(t, operator, prefix, 4)
+	qx.awaitWatch(t, "X")
+
+	require.NoError(t, hb.Release(testCtx(t, waitBound), holder))
+	r1 := await(t, readers[0], "R1 after H's release")
+	require.NoError(t, r1.err)
+	r2 := await(t, readers[1], "R2 after H's release")
+	require.NoError(t, r2.err)
+	require.NoError(t, rb.Release(testCtx(t, waitBound), r2.claim))
+	// X wakes on R2's delete and checks the whole queue, which finds R1.
+	require.Eventually(t, func() bool { return qx.n.Load() == 1 }, waitBound, time.Millisecond,
+		"X's check of the queue after R2's delete")
+	notYet(t, x, "X behind R1")
+
+	require.NoError(t, rb.Release(testCtx(t, waitBound), r1.claim))
+	rx := await(t, x, "X after R1's release")
+	require.NoError(t, rx.err)
+	require.NoError(t, xb.Release(testCtx(t, waitBound), rx.claim))
 }
