@@ -92,9 +92,12 @@ func (a *acquisition) waitAt(ctx context.Context, i int, pred string, rev int64)
 // counted predecessor can hold beside older claims, and tells nothing.
 //
 // After its create only an admitted claim's record is rewritten at a key:
-// by the Txn that admits it there (waitAt), by its stamp and by SetValue,
-// both after Acquire returned. So a modification revision above the create
-// revision is proof. A claim that held from its enqueue was never
+// by the Txn that admits it there (waitAt), by its stamp, written once it
+// holds every key, and by SetValue, which takes a claim Acquire returned.
+// (A counted claim's record is rewritten when it takes a permit, which
+// admits it beside older claims: the kind rules it out.) So, from an
+// exclusive claim, a modification revision above the create revision is
+// proof. A claim that held from its enqueue was never
 // rewritten and proves nothing; nor does a predecessor whose delete a read
 // found rather than the watch (no last state). Either way the waiter
 // makes the full check.
