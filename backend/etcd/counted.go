@@ -81,7 +81,7 @@ func (a *acquisition) waitCounted(ctx context.Context) error {
 			return a.holds(now, resp)
 		case len(watch) > 1:
 			// The first waiter: any of the n holders.
-			err = a.waitFor(ctx, newOlderWatch(a.dirs[0], a.e.token, n, resp.Header.Revision+1, nil))
+			_, err = a.waitFor(ctx, newOlderWatch(a.dirs[0], a.e.token, n, resp.Header.Revision+1, nil))
 		default:
 			err = a.waitAny(ctx, watch, resp.Header.Revision+1, puts)
 		}

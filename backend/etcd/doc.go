@@ -65,7 +65,11 @@
 //     Contended, it waits at one key at a time: it watches only the delete
 //     of the claim that blocks it there, then checks in one Txn that its
 //     own claim still exists and that nothing older blocks it (it may have
-//     to wait for another). A writer's release thus wakes the next writer,
+//     to wait for another). The delete event carries the claim's last
+//     state; when that shows an exclusive claim admitted after waiting,
+//     nothing older can be left and the Txn compares the waiter's own
+//     claim alone (see heldBefore in wait.go), so that a handoff costs no
+//     compare over the queue. A writer's release thus wakes the next writer,
 //     or every reader up to the next writer at once, one watch event each.
 //     A multi-key claim that waited checks at the end, in one Txn, that it
 //     still exists at every key. No deadlock: at every key a claim waits

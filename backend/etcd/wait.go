@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -36,9 +37,14 @@ func (a *acquisition) waitAt(ctx context.Context, i int, pred string, rev int64)
 	own := incarnation(key, a.e.token)
 	first := firstOf(a.kind, dir, a.e.token)
 	for {
+		cmps := []clientv3.Cmp{own, first}
 		if pred != "" {
-			if err := a.waitAny(ctx, []string{pred}, rev+1, false); err != nil {
+			prev, err := a.waitFor(ctx, &keyWatch{key: pred, from: rev + 1, now: true, prev: true})
+			if err != nil {
 				return err
+			}
+			if a.heldBefore(prev) {
+				cmps = cmps[:1]
 			}
 		}
 		var now time.Time
@@ -49,7 +55,7 @@ func (a *acquisition) waitAt(ctx context.Context, i int, pred string, rev int64)
 			if a.kind.Shared {
 				els = a.withStamp(append(els, clientv3.OpTxn([]clientv3.Cmp{own, freeOf(a.kind, dir)}, []clientv3.Op{put}, nil))...)
 			}
-			return txn.If(own, first).Then(a.withStamp(put)...).Else(els...)
+			return txn.If(cmps...).Then(a.withStamp(put)...).Else(els...)
 		})
 		if err != nil {
 			return err
@@ -72,6 +78,34 @@ func (a *acquisition) waitAt(ctx context.Context, i int, pred string, rev int64)
 	}
 }
 
+// heldBefore reports whether prev, the last state of the claim a waiter
+// waited for at one key (its predecessor there, as read at some revision:
+// the newest older claim that blocks it), shows that claim to have been
+// an exclusive claim admitted at that key. Then the waiter's admission
+// needs no compare over the queue (firstOf), only its own claim's
+// existence. When the predecessor was admitted no older claim existed at
+// the key, and none can appear later (a create takes a new, higher
+// revision); no claim that blocks the waiter and is younger than the
+// predecessor existed when it was read, so none ever will; and the
+// predecessor is gone. An exclusive claim waits for every older claim, so
+// this holds for an exclusive and for a shared waiter alike; a shared or
+// counted predecessor can hold beside older claims, and tells nothing.
+//
+// After its create only an admitted claim's record is rewritten at a key:
+// by the Txn that admits it there (waitAt), by its stamp, written once it
+// holds every key, and by SetValue, which takes a claim Acquire returned.
+// (A counted claim's record is rewritten when it takes a permit, which
+// admits it beside older claims: the kind rules it out.) So, from an
+// exclusive claim, a modification revision above the create revision is
+// proof. A claim that held from its enqueue was never
+// rewritten and proves nothing; nor does a predecessor whose delete a read
+// found rather than the watch (no last state). Either way the waiter
+// makes the full check.
+func (a *acquisition) heldBefore(prev *mvccpb.KeyValue) bool {
+	return prev != nil && prev.CreateRevision < a.e.token && prev.ModRevision > prev.CreateRevision &&
+		kindOfName(string(prev.Key)) == exclusive
+}
+
 // waitAny blocks until the incarnation of one of keys that existed at
 // revision from-1 is gone (with puts, or rewritten: a counted waiter's
 // predecessor recording its permit), without polling: it watches those
@@ -84,17 +118,20 @@ func (a *acquisition) waitAny(ctx context.Context, keys []string, from int64, pu
 	for i, k := range keys {
 		ws[i] = &keyWatch{key: k, from: from, now: true, puts: puts}
 	}
-	return a.waitFor(ctx, ws...)
+	_, err := a.waitFor(ctx, ws...)
+	return err
 }
 
 // waitFor starts ws, waits for the first of them to fire, and stops them
-// all. A nil return is only a hint: every caller re-reads the queue with a
-// Txn after it, so an early return costs a round trip, never exclusion. It
+// all. A nil error is only a hint: every caller re-reads the queue with a
+// Txn after it, so an early return costs a round trip, never exclusion
+// (unless the last state returned proves its point, see heldBefore). It
 // returns the loss of our own claim (ErrLeaseExpired) as soon as its watch
 // reports it, ctx's end, ErrClosed, or ErrUnavailable if etcd refused a
 // watch. A stream that breaks meanwhile is reopened by the mux and the wait
-// goes on.
-func (a *acquisition) waitFor(ctx context.Context, ws ...*keyWatch) error {
+// goes on. It also returns the last state of the incarnation whose delete
+// ended the wait, if a watch with keyWatch.prev set reported it.
+func (a *acquisition) waitFor(ctx context.Context, ws ...*keyWatch) (*mvccpb.KeyValue, error) {
 	p := &predWait{done: make(chan struct{})}
 	m := a.b.reg.mux
 	for _, w := range ws {
@@ -109,10 +146,10 @@ func (a *acquisition) waitFor(ctx context.Context, ws ...*keyWatch) error {
 	err := pause(ctx, a, p.done, func() error {
 		return fmt.Errorf("etcd acquire: waiting: %w", backend.ContextError(ctx))
 	})
-	if err == nil && p.err != nil {
-		return fmt.Errorf("etcd acquire: %w", p.err)
+	if err == nil && p.news.err != nil {
+		return nil, fmt.Errorf("etcd acquire: %w", p.news.err)
 	}
-	return err
+	return p.news.prev, err
 }
 
 // predWait is the target of the watches a waiter keeps on the claims it
@@ -120,10 +157,10 @@ func (a *acquisition) waitFor(ctx context.Context, ws ...*keyWatch) error {
 type predWait struct {
 	once sync.Once
 	done chan struct{} // closed by notify
-	err  error         // written before done is closed: why the watch failed
+	news watchNews     // written before done is closed: why the watch failed (err) or the deleted state (prev)
 }
 
-func (p *predWait) notify(n watchNews) { p.once.Do(func() { p.err = n.err; close(p.done) }) }
+func (p *predWait) notify(n watchNews) { p.once.Do(func() { p.news = n; close(p.done) }) }
 
 // guarded sends (see send) a Txn whose compares own are the claim's
 // identity and whose operations ops returns (called for each try); it

@@ -74,6 +74,7 @@ type watchTarget interface{ notify(n watchNews) }
 // closed). The last three cases end a range watch.
 type watchNews struct {
 	rev       int64
+	prev      *mvccpb.KeyValue // the deleted incarnation's last state, if the watch asked for it (keyWatch.prev)
 	evs       []*mvccpb.Event
 	compacted bool
 	err       error
@@ -96,6 +97,10 @@ type keyWatch struct {
 	// or a put that rewrites it (a counted waiter's predecessor recording
 	// its permit). The target hears of either as the key gone.
 	puts bool
+	// prev asks etcd to send, with the delete, the incarnation's last
+	// state (watchNews.prev); a waiter learns from it whether its
+	// predecessor had held the key (see waitAt).
+	prev bool
 
 	// Guarded by mux.mu.
 	from  int64 // resume revision: the delete sought is at >= from
@@ -276,6 +281,7 @@ func (m *mux) createLocked(s *wstream, w *keyWatch) {
 	cr := &pb.WatchCreateRequest{Key: []byte(w.key), StartRevision: start, WatchId: w.id}
 	if !w.puts && !w.ranged {
 		cr.Filters = noPut // a watch of a delete
+		cr.PrevKv = w.prev
 	}
 	if w.ranged || w.older != 0 {
 		cr.RangeEnd = []byte(clientv3.GetPrefixRangeEnd(w.key))

@@ -210,7 +210,9 @@ func (m *mux) dispatch(s *wstream, r *pb.WatchResponse) (ns []notice, kick, fail
 		// above from is the incarnation's: a later incarnation of the
 		// name needs this one deleted first.
 		if rev := ev.Kv.ModRevision; (ev.Type == mvccpb.DELETE || w.puts) && rev >= w.from {
-			return []notice{m.finishLocked(w, rev, nil)}, true, false
+			m.doneLocked(w)
+			n := watchNews{rev: rev, prev: ev.PrevKv} // nil unless w.prev, which watches deletes only
+			return []notice{func() { w.target.notify(n) }}, true, false
 		}
 	}
 	return nil, false, false
