@@ -72,6 +72,20 @@ func checkKeyRunes(key string) error {
 // It looks at nothing but req, so a Backend calls it before touching its
 // store and leaves nothing behind on failure.
 func CheckRequest(req *AcquireRequest) error {
+	// Every request is checked twice, by the root and again by the
+	// Backend, so the common one - one key of printable ASCII, at most
+	// one permit, a value within MaxValueLen, an ASCII owner label - is
+	// passed with one look at each field. Anything else, valid or not,
+	// takes the full check, which lists every problem.
+	if req.Keys == nil && uint(req.Permits) <= 1 && len(req.Value) <= MaxValueLen &&
+		len(req.Owner) <= MaxOwnerLen && printableKey(req.Key) && ascii(req.Owner) {
+		return nil
+	}
+	return checkRequest(req)
+}
+
+// checkRequest is CheckRequest without the fast path.
+func checkRequest(req *AcquireRequest) error {
 	var errs []error
 	bad := func(sentinel error, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...)))
@@ -135,4 +149,27 @@ func validUTF8(s string) bool {
 		}
 	}
 	return true
+}
+
+// printableKey reports whether key is 1 to MaxKeyLen bytes of printable
+// ASCII (0x20 to 0x7e), which CheckKey accepts.
+func printableKey(key string) bool {
+	if key == "" || len(key) > MaxKeyLen {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i]-0x20 > 0x7e-0x20 { // wraps below 0x20
+			return false
+		}
+	}
+	return true
+}
+
+// ascii reports whether s is all ASCII, and so valid UTF-8.
+func ascii(s string) bool {
+	var or byte
+	for i := 0; i < len(s); i++ {
+		or |= s[i]
+	}
+	return or < utf8.RuneSelf
 }

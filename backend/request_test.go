@@ -168,6 +168,34 @@ func TestCheckRequest(t *testing.T) {
 	}
 }
 
+// TestCheckRequestEveryByte: CheckRequest settles most single-key
+// requests by a quicker path than the full check; for every byte in a key
+// or an owner label, at the start, in the middle and at the end, it agrees
+// with CheckKey and CheckOwner, which take none.
+func TestCheckRequestEveryByte(t *testing.T) {
+	for c := range 256 {
+		b := string([]byte{byte(c)})
+		for _, s := range []string{b, string(rune(c)), b + "k", "k" + b + "k", "k" + b, b + "\x00"} {
+			keyErr := backend.CheckRequest(&backend.AcquireRequest{Key: s})
+			if want := backend.CheckKey(s); want == nil {
+				assert.NoError(t, keyErr, "key %q", s)
+			} else {
+				assert.ErrorIs(t, keyErr, backend.ErrInvalidKey, "key %q", s)
+			}
+			ownerErr := backend.CheckRequest(&backend.AcquireRequest{Key: "k", Owner: s})
+			if want := backend.CheckOwner(s); want == nil {
+				assert.NoError(t, ownerErr, "owner %q", s)
+			} else {
+				assert.ErrorIs(t, ownerErr, backend.ErrInvalidConfig, "owner %q", s)
+			}
+		}
+	}
+	assert.NoError(t, backend.CheckRequest(&backend.AcquireRequest{Key: "k", Owner: "crème:42"}))
+	assert.NoError(t, backend.CheckRequest(&backend.AcquireRequest{Key: strings.Repeat("k", backend.MaxKeyLen), Owner: strings.Repeat("o", backend.MaxOwnerLen)}))
+	assert.ErrorIs(t, backend.CheckRequest(&backend.AcquireRequest{Key: "k", Owner: strings.Repeat("o", backend.MaxOwnerLen+1)}), backend.ErrInvalidConfig)
+	assert.ErrorIs(t, backend.CheckRequest(&backend.AcquireRequest{Key: "k", Value: make([]byte, backend.MaxValueLen+1)}), backend.ErrInvalidConfig)
+}
+
 // keys returns n sorted, distinct keys k00, k01, ...
 func keys(n int) []string {
 	out := make([]string, n)
