@@ -248,7 +248,7 @@ func TestObserversGetTheirKeysMessagesInOrderAndEachGap(t *testing.T) {
 	from := r.verified
 	r.gapStarted()
 	r.keyMessage("k", keyMessage{marker: "3"}) // may follow lost ones
-	late := r.addObserver("k")              // comes during the gap
+	late := r.addObserver("k")                 // comes during the gap
 	r.keyMessage("k", keyMessage{marker: "4"})
 	r.resubscribed()
 	r.keyMessage("k", keyMessage{marker: "5"})
