@@ -9,8 +9,6 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/google/uuid"
-
 	"github.com/ash-lock/ashlock/backend"
 )
 
@@ -18,7 +16,8 @@ import (
 const maxIDLen = 128
 
 // Acquire adds a claim on req.Key (on every key of req.Keys) bound to
-// req.Lease, named req.ID (a fresh UUID when empty), and returns it once
+// req.Lease, named req.ID (a name of the Backend's own when empty, see
+// claimName), and returns it once
 // it holds the key.
 //
 // A fair waiting request joins each key's queue in one script run, which
@@ -51,7 +50,7 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 		return backend.Claim{}, err
 	}
 	if req.ID == "" {
-		req.ID = uuid.NewString()
+		req.ID = b.claimName()
 	} else if err := checkID(req.ID); err != nil {
 		return backend.Claim{}, err
 	}
@@ -85,8 +84,9 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 	}, nil
 }
 
-// checkID reports why id cannot name a claim: it is part of hash fields
-// ("<id>:o") and of lease index entries ("<id>\n<key>").
+// checkID reports why id cannot name a claim: it is part of lease index
+// entries ("<id>\n<key>"), and neither control characters nor the
+// reserved ':' may be in it.
 func checkID(id string) error {
 	if len(id) > maxIDLen || strings.ContainsFunc(id, func(r rune) bool { return r == ':' || unicode.IsControl(r) }) {
 		return fmt.Errorf("%w: redis acquire: claim ID %q (at most %d bytes, no ':' or control characters)",

@@ -19,12 +19,10 @@
 // # Tokens
 //
 // Fencing tokens come from one counter per prefix, {prefix}token, which
-// every script run that changes a key advances once (a new claim's token
-// is its run's number, and the number orders the run's changes for
-// observers): each new value is the larger of the last one plus one and
-// the server's clock in microseconds (TIME). Tokens
-// therefore increase strictly and are never reused while the counter
-// survives, and even a server that lost the counter (a failover to a
+// the script run that adds a claim advances once: each new value is the
+// larger of the last one plus one and the server's clock in microseconds
+// (TIME). Tokens therefore increase strictly and are never reused while
+// the counter survives, and even a server that lost the counter (a failover to a
 // replica that had not received the last writes, a restart without
 // persistence) issues tokens above every earlier one unless its clock is
 // behind the old server's by more than the time between the last token
@@ -37,10 +35,10 @@
 //
 // A Backend has one Pub/Sub connection. Scripts publish each admission and
 // departure of a claim on the claim's channel, {prefix}e:<token>, and
-// every change at a key, with what changed and the order number of the
-// script run, on the key's channel, {prefix}k:<key> (see scripts.go). An
-// Observe follows the key's queue from those messages alone after one
-// read (see observe.go). A Backend subscribes only to the channels of the
+// every change at a key, with what changed, on the key's channel,
+// {prefix}k:<key> (see scripts.go). An Observe follows the key's queue
+// from those messages alone after one read, which marks its place among
+// them with a message of its own (see observe.go). A Backend subscribes only to the channels of the
 // claims its waiters wait for (package backend's WaitFor), so a release reaches
 // only the Backends it can admit, and to the channels of the keys its
 // Observes watch (see subs.go for how a subscription made after a read is

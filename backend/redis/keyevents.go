@@ -8,62 +8,64 @@ import (
 )
 
 // keyMessage is one message of a key's channel: the changes one script
-// run made at the key, in the order made (see scripts.go for the format).
+// run made at the key, in the order made, or the marker an observer's read
+// published (see scripts.go for the format).
 type keyMessage struct {
-	order   uint64
+	marker  string // the read's nonce; no changes
 	changes []keyChange
 }
 
 // keyChange is one change of a key's queue.
 type keyChange struct {
 	kind byte   // 'j' joined, 'r' record rewritten, 'v' value set, 'd' departed
-	c    queued // j: the claim; r: its record (no owner or value); v, d: its token; v: its value
+	c    queued // j, r: the claim; v, d: its token; v: its value
 	pttl time.Duration
 }
 
 // parseKeyMessage reads a message of a key's channel.
 func parseKeyMessage(p string) (keyMessage, error) {
-	head, rest, ok := strings.Cut(p, "\n")
-	n, err := strconv.ParseUint(head, 10, 64)
-	if !ok || err != nil {
-		return keyMessage{}, fmt.Errorf("%w: key event %q", errRecord, head)
+	if nonce, ok := strings.CutPrefix(p, "m "); ok {
+		return keyMessage{marker: nonce}, nil
 	}
-	m := keyMessage{order: n}
-	for rest != "" {
+	if p == "" {
+		return keyMessage{}, fmt.Errorf("%w: empty key event", errRecord)
+	}
+	var m keyMessage
+	for rest := p; rest != ""; {
 		line, after, ok := strings.Cut(rest, "\n")
-		f := strings.SplitN(line, " ", 4)
-		if !ok || len(f) != 4 || len(f[0]) != 1 {
+		f := strings.Split(line, " ")
+		if !ok || len(f) != 3 || len(f[0]) != 1 {
 			return keyMessage{}, fmt.Errorf("%w: key event %q", errRecord, line)
 		}
-		ol, err1 := strconv.Atoi(f[1])
-		vl, err2 := strconv.Atoi(f[2])
-		if err1 != nil || err2 != nil || ol < 0 || vl < 0 || ol+vl > len(after) {
+		n, err := strconv.Atoi(f[2])
+		if err != nil || n < 0 || n > len(after) {
 			return keyMessage{}, fmt.Errorf("%w: key event %q", errRecord, line)
 		}
-		ch := keyChange{kind: f[0][0]}
+		body := after[:n]
+		rest = after[n:]
+		ch := keyChange{kind: f[0][0], pttl: -1}
 		switch ch.kind {
 		case 'j', 'r':
-			ttl, rec, _ := strings.Cut(f[3], " ")
-			ms, err := strconv.ParseInt(ttl, 10, 64)
+			ms, err := strconv.ParseInt(f[1], 10, 64)
 			if err != nil {
 				return keyMessage{}, fmt.Errorf("%w: key event %q", errRecord, line)
 			}
-			if err := parseRecord(rec, &ch.c); err != nil {
+			if err := parseRecord(body, &ch.c); err != nil {
 				return keyMessage{}, err
 			}
 			ch.pttl = pttlOf(ms)
 		case 'v', 'd':
-			if ch.c.token, err = strconv.ParseUint(f[3], 10, 64); err != nil {
+			if ch.c.token, err = strconv.ParseUint(f[1], 10, 64); err != nil {
+				return keyMessage{}, fmt.Errorf("%w: key event %q", errRecord, line)
+			}
+			if ch.kind == 'v' && n > 0 {
+				ch.c.value = []byte(body)
+			} else if ch.kind == 'd' && n > 0 {
 				return keyMessage{}, fmt.Errorf("%w: key event %q", errRecord, line)
 			}
 		default:
 			return keyMessage{}, fmt.Errorf("%w: key event %q", errRecord, line)
 		}
-		ch.c.owner = after[:ol]
-		if vl > 0 {
-			ch.c.value = []byte(after[ol : ol+vl])
-		}
-		rest = after[ol+vl:]
 		m.changes = append(m.changes, ch)
 	}
 	return m, nil

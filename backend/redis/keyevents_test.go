@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -11,17 +12,17 @@ import (
 )
 
 func TestParseKeyMessage(t *testing.T) {
-	rec := "17 5 1 0 1 0 1700000000000 0"
 	owner, value := "a b\nc", "v\n1 2"
-	msg := "42\n" +
-		"d 0 0 9\n" +
-		"j 5 5 1500 " + rec + "\n" + owner + value +
-		"r 0 0 -2 " + rec + "\n" +
-		"v 0 5 17\n" + value +
-		"v 0 0 17\n"
+	rec := "17 5 1 0 1 0 1700000000000 0 5 " + owner + value
+	bare := "17 5 1 0 1 0 1700000000000 0 0 "
+	msg := "d 9 0\n" +
+		"j 1500 " + strconv.Itoa(len(rec)) + "\n" + rec +
+		"r -2 " + strconv.Itoa(len(bare)) + "\n" + bare +
+		"v 17 5\n" + value +
+		"v 17 0\n"
 	m, err := parseKeyMessage(msg)
 	require.NoError(t, err)
-	assert.Equal(t, uint64(42), m.order)
+	assert.Empty(t, m.marker)
 	require.Len(t, m.changes, 5)
 	assert.Equal(t, byte('d'), m.changes[0].kind)
 	assert.Equal(t, uint64(9), m.changes[0].c.token)
@@ -33,11 +34,22 @@ func TestParseKeyMessage(t *testing.T) {
 	assert.Equal(t, owner, j.c.owner)
 	assert.Equal(t, []byte(value), j.c.value)
 	assert.Equal(t, 1500*time.Millisecond, j.pttl)
-	assert.Equal(t, time.Duration(-1), m.changes[2].pttl, "a lease gone has no known end")
+	r := m.changes[2]
+	assert.Equal(t, time.Duration(-1), r.pttl, "a lease gone has no known end")
+	assert.Empty(t, r.c.owner)
+	assert.Nil(t, r.c.value)
 	assert.Equal(t, []byte(value), m.changes[3].c.value)
 	assert.Nil(t, m.changes[4].c.value, "an empty value")
 
-	for _, bad := range []string{"", "x\n", "1\nj 0 0 1500 17\n", "1\nd 0 9 1\nab", "1\nq 0 0 1\n", "1\nd 0 0 x\n"} {
+	mk, err := parseKeyMessage("m 0f1e")
+	require.NoError(t, err)
+	assert.Equal(t, "0f1e", mk.marker)
+	assert.Empty(t, mk.changes)
+
+	for _, bad := range []string{
+		"", "x\n", "j 1500 2\n17", "d 0 9\nab", "q 0 0\n", "d x 0\n", "d 1 1\nx",
+		"j 1500 10\n17 5 1 0 1", "j 1 5\n1 2 3",
+	} {
 		_, err := parseKeyMessage(bad)
 		assert.ErrorIs(t, err, errRecord, "%q", bad)
 	}

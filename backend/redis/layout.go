@@ -23,7 +23,7 @@ const maxPrefixLen = 256
 //	{p}lease:<id>     a lease, expiring with it; its value is its TTL in ms
 //	{p}lc:<id>        the claims of lease <id> ("<claim id>\n<key>")
 //	{p}q:<key>        the queue of a lock key: claim ids scored by token
-//	{p}c:<key>        the claims' records at that key
+//	{p}c:<key>        the claims' records at that key, owner and value included
 //	{p}s:<key>        the highest stamp recorded at that key
 //	{p}e:<token>      the channel of the events of the claim with that token
 //	{p}k:<key>        the channel of the events of every claim at that key

@@ -41,7 +41,7 @@ func TestLeaseNotificationPatternEscapesGlobs(t *testing.T) {
 func TestRecordsRoundTrip(t *testing.T) {
 	st := backend.Timestamp{WallTime: 1_700_000_000_000_000_000, Logical: 7}
 	var q queued
-	require.NoError(t, parseRecord("1796314896663170 12 3 0 1 2 1764777000123 "+formatStamp(st), &q))
+	require.NoError(t, parseRecord("1796314896663170 12 3 0 1 2 1764777000123 "+formatStamp(st)+" 4 host v 1", &q))
 	assert.Equal(t, uint64(1796314896663170), q.token)
 	assert.Equal(t, backend.LeaseID(12), q.lease)
 	assert.Equal(t, backend.Kind{Permits: 3}, q.kind)
@@ -49,14 +49,20 @@ func TestRecordsRoundTrip(t *testing.T) {
 	assert.Equal(t, 2, q.permit)
 	assert.Equal(t, int64(1764777000123), q.at.UnixMilli())
 	assert.Equal(t, st, q.stamp)
+	assert.Equal(t, "host", q.owner, "the owner is its length's bytes after the fields")
+	assert.Equal(t, []byte(" v 1"), q.value, "the value is every byte after the owner")
 
-	require.NoError(t, parseRecord("5 1 1 1 0 -1 0 0", &q))
+	require.NoError(t, parseRecord("5 1 1 1 0 -1 0 0 0 ", &q))
 	assert.Equal(t, backend.Kind{Permits: 1, Shared: true}, q.kind)
 	assert.False(t, q.admitted)
 	assert.Equal(t, backend.NoPermit, q.permit)
 	assert.Equal(t, backend.Timestamp{}, q.stamp)
+	assert.Empty(t, q.owner)
+	assert.Nil(t, q.value, "no value")
 
-	for _, bad := range []string{"", "1 2 3", "a 1 1 0 0 -1 0 0", "1 1 1 0 0 -1 0 zz", "1 1 1 0 0 -1 0 0 9"} {
+	for _, bad := range []string{
+		"", "1 2 3", "a 1 1 0 0 -1 0 0 0 ", "1 1 1 0 0 -1 0 zz 0 ", "1 1 1 0 0 -1 0 0 9 ab", "1 1 1 0 0 -1 0 0 0", "1 1 1 0 0 -1 0 0 -1 x",
+	} {
 		assert.True(t, errors.Is(parseRecord(bad, &q), errRecord), "record %q", bad)
 	}
 }
@@ -80,8 +86,8 @@ func TestClaimIDs(t *testing.T) {
 // FuzzParseRecord: any record text is read or refused, never a panic, and
 // a claim is never read with fewer than one permit.
 func FuzzParseRecord(f *testing.F) {
-	f.Add("1796314896663170 12 3 0 1 2 1764777000123 0")
-	f.Add("5 1 1 1 0 -1 0 " + formatStamp(backend.Timestamp{WallTime: 9, Logical: 3}))
+	f.Add("1796314896663170 12 3 0 1 2 1764777000123 0 3 abcvalue")
+	f.Add("5 1 1 1 0 -1 0 " + formatStamp(backend.Timestamp{WallTime: 9, Logical: 3}) + " 0 ")
 	f.Fuzz(func(t *testing.T, s string) {
 		var q queued
 		if err := parseRecord(s, &q); err != nil {

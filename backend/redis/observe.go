@@ -8,20 +8,24 @@ import (
 	"slices"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/ash-lock/ashlock/backend"
 )
 
 // Observation of a key's holders (backend.Observer).
 //
 // An Observe subscribes to the key's channel and, once the server has
-// confirmed it, reads the key's queue once (observeScript), with the
-// order number of the last change the read accounts for. From then on it
-// applies the messages of the channel to its own copy of the queue, one
-// script run at a time, in the order the subscriber received them (the
-// order the server ran the scripts): each carries what changed, the
-// claim's record and owner and value included, and the run's order
-// number. A message numbered at or below the read's was already seen by
-// the read. After each message it computes the holders with
+// confirmed it, reads the key's queue once (observeScript), which ends by
+// publishing a marker of its own (a fresh nonce) on that channel. From
+// then on it applies the messages of the channel to its own copy of the
+// queue, one script run at a time, in the order the subscriber received
+// them (the order the server ran the scripts): each carries what changed,
+// the claim's record (owner and value included). The messages up to the
+// read's marker were published by runs before the read, which saw their
+// changes: they are dropped. No script writes anything for its observers,
+// so a change costs the same whether or not anyone observes the key.
+// After each message it computes the holders with
 // backend.Describe, Inspect's rule, and yields them if they differ from
 // the last state yielded: every change is reported in order, however
 // fast the changes come and however slow the consumer is.
@@ -46,7 +50,7 @@ type view struct {
 	key    string
 	o      *observer
 	claims []queued                      // in token order
-	order  uint64                        // the order number of the last read
+	await  string                        // the last read's nonce, until its marker arrives
 	ends   map[backend.LeaseID]time.Time // when leases end, as last reported
 	held   []backend.LeaseID             // the leases of the holders yielded last
 	last   backend.LockInfo
@@ -165,7 +169,13 @@ func (v *view) subscribe(ctx context.Context, w *watcher) error {
 // apply applies one script run's changes to the copy and yields the new
 // state if it differs from the last one yielded.
 func (v *view) apply(m keyMessage) error {
-	if m.order <= v.order {
+	if m.marker != "" {
+		if m.marker == v.await {
+			v.await = ""
+		}
+		return nil
+	}
+	if v.await != "" {
 		return nil // the last read saw it
 	}
 	now := time.Now()
@@ -188,9 +198,7 @@ func (v *view) apply(m keyMessage) error {
 			}
 		case 'r':
 			if found {
-				c := ch.c
-				c.owner, c.value = v.claims[i].owner, v.claims[i].value
-				v.claims[i] = c
+				v.claims[i] = ch.c
 			}
 		case 'v':
 			if found {
@@ -209,12 +217,15 @@ func (v *view) apply(m keyMessage) error {
 }
 
 // resync replaces the copy with one read of the queue, retried every
-// second while Redis cannot be reached.
+// second while Redis cannot be reached, and drops the messages until the
+// read's marker. A marker that never comes (the subscription broke after
+// the read) is followed by a resync of its own.
 func (v *view) resync(ctx context.Context) error {
 	for {
-		order, q, err := v.b.observeRead(ctx, v.key)
+		nonce := uuid.NewString()
+		q, err := v.b.observeRead(ctx, v.key, nonce)
 		if err == nil {
-			v.claims, v.order = q, order
+			v.claims, v.await = q, nonce
 			clear(v.ends)
 			v.noteEnds(q)
 			return nil
@@ -231,7 +242,7 @@ func (v *view) resync(ctx context.Context) error {
 // merge the changes made since the messages applied so far.
 func (v *view) refreshEnds(ctx context.Context) error {
 	for {
-		_, q, err := v.b.observeRead(ctx, v.key)
+		q, err := v.b.observeRead(ctx, v.key, "")
 		if err == nil {
 			v.noteEnds(q)
 			return nil
@@ -308,23 +319,16 @@ func (v *view) emit(always bool) error {
 }
 
 // observeRead runs observeScript: key's queue, after reaping the claims
-// of ended leases, and the order number of the last change it accounts
-// for.
-func (b *Backend) observeRead(ctx context.Context, key string) (uint64, []queued, error) {
-	v, err := observeScript.Run(ctx, b.c, []string{b.lay.token()}, b.lay.tag, key).Slice()
+// of ended leases. Unless nonce is "", the read's marker follows on the
+// key's channel.
+func (b *Backend) observeRead(ctx context.Context, key, nonce string) ([]queued, error) {
+	v, err := observeScript.Run(ctx, b.c, []string{b.lay.token()}, b.lay.tag, key, nonce).Slice()
 	if err != nil {
-		return 0, nil, b.fail(ctx, "observe", err)
+		return nil, b.fail(ctx, "observe", err)
 	}
-	if len(v) != 2 {
-		return 0, nil, fmt.Errorf("%w: redis observe %q: reply %v", backend.ErrUnavailable, key, v)
-	}
-	order, err := parseToken(v[0])
+	q, err := parseQueue(v)
 	if err != nil {
-		return 0, nil, fmt.Errorf("%w: redis observe %q: order %v", backend.ErrUnavailable, key, v[0])
+		return nil, fmt.Errorf("%w: redis observe %q: %w", backend.ErrUnavailable, key, err)
 	}
-	q, err := parseQueue(v[1])
-	if err != nil {
-		return 0, nil, fmt.Errorf("%w: redis observe %q: %w", backend.ErrUnavailable, key, err)
-	}
-	return order, q, nil
+	return q, nil
 }

@@ -27,11 +27,16 @@ type queued struct {
 
 var errRecord = errors.New("malformed claim record")
 
-// parseRecord reads a claim record (see scripts.go) into q.
+// parseRecord reads a claim record (see scripts.go) into q, owner and
+// value included.
 func parseRecord(s string, q *queued) error {
-	f := strings.Fields(s)
-	if len(f) != 8 {
-		return fmt.Errorf("%w: %q", errRecord, s)
+	var f [9]string
+	rest := s
+	for i := range f {
+		var ok bool
+		if f[i], rest, ok = strings.Cut(rest, " "); !ok {
+			return fmt.Errorf("%w: %q", errRecord, s)
+		}
 	}
 	var nums [7]int64
 	for i := range nums {
@@ -44,6 +49,14 @@ func parseRecord(s string, q *queued) error {
 	st, err := parseStamp(f[7])
 	if err != nil {
 		return fmt.Errorf("%w: %q: %v", errRecord, s, err)
+	}
+	ol, err := strconv.Atoi(f[8])
+	if err != nil || ol < 0 || ol > len(rest) {
+		return fmt.Errorf("%w: %q", errRecord, s)
+	}
+	q.owner, q.value = rest[:ol], nil
+	if len(rest) > ol {
+		q.value = []byte(rest[ol:])
 	}
 	q.token, q.lease = uint64(nums[0]), backend.LeaseID(nums[1])
 	q.kind = backend.Kind{Permits: int(max(nums[2], 1)), Shared: nums[3] == 1}
@@ -94,18 +107,13 @@ func parseQueue(v any) ([]queued, error) {
 	q := make([]queued, len(rows))
 	for i, r := range rows {
 		f, ok := r.([]any)
-		if !ok || len(f) != 5 {
+		if !ok || len(f) != 3 {
 			return nil, fmt.Errorf("%w: queue entry %v", errRecord, r)
 		}
 		id, _ := f[0].(string)
 		rec, _ := f[1].(string)
-		owner, _ := f[2].(string)
-		value, _ := f[3].(string)
-		pttl, _ := f[4].(int64)
-		q[i].id, q[i].owner = id, owner
-		if value != "" {
-			q[i].value = []byte(value)
-		}
+		pttl, _ := f[2].(int64)
+		q[i].id = id
 		if err := parseRecord(rec, &q[i]); err != nil {
 			return nil, err
 		}

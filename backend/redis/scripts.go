@@ -12,58 +12,65 @@ import goredis "github.com/redis/go-redis/v9"
 // and ARGV[1] = the hash tag "{prefix}". Lock keys, claim IDs, owners and
 // values arrive only as ARGV, never in the script text.
 //
-// A claim's record at one lock key is the hash field <id> of {p}c:<key>:
+// A claim's record at one lock key is the hash field <id> of {p}c:<key>,
+// owner label and value included, so that a claim is one field to write
+// and one to delete:
 //
-//	"<token> <lease> <permits> <shared 0|1> <admitted 0|1> <permit> <acquired-at ms> <stamp hex|0>"
+//	"<token> <lease> <permits> <shared 0|1> <admitted 0|1> <permit> <acquired-at ms> <stamp hex|0> <owner len> <owner><value>"
 //
-// with the owner label in field <id>:o and the value in <id>:v. Its place
-// in the queue is the member <id> of the sorted set {p}q:<key>, scored by
-// token. Its lease indexes it as "<id>\n<key>" in the set {p}lc:<lease>.
+// Its place in the queue is the member <id> of the sorted set
+// {p}q:<key>, scored by token. Its lease indexes it as "<id>\n<key>" in
+// the set {p}lc:<lease>.
 //
 // Each admission and departure of a claim, "<a|d> <token> <key>", goes to
-// the claim's channel {p}e:<token>, which its waiters hear. Every change
-// at a key goes to the key's channel {p}k:<key>, which its observers hear:
-// one message per key and script run, published as the run ends,
+// the claim's channel {p}e:<token>, which its waiters hear; a claim
+// admitted as it joins has no waiters yet (its token is new), so that
+// admission is not sent. Every change at a key goes to the key's channel
+// {p}k:<key>, which its observers hear: one message per key and script
+// run, published as the run ends, one entry per change in the order made,
 //
-//	"<order>\n" then one entry per change, in the order made:
-//	"<kind> <owner len> <value len> <fields>\n<owner><value>"
+//	"<kind> <head> <body len>\n<body>"
 //
-// where <order> is the run's number from the token counter (see order),
-// and the kinds are j (a claim joined; fields "<lease pttl> <record>",
-// with its owner and value), r (its record was rewritten: admitted or
-// stamped; fields "<lease pttl> <record>"), v (its value was set; fields
-// "<token>", with the value) and d (it departed; fields "<token>"). That
-// is all an observer needs to follow the queue without reading it.
+// where the kinds are j (a claim joined; head its lease's pttl, body its
+// record), r (its record was rewritten: admitted or stamped; the same), v
+// (its value was set; head its token, body the value) and d (it departed;
+// head its token, no body). That is all an observer needs to follow the
+// queue without reading it. An observer's read (observeScript) publishes
+// "m <nonce>" on the channel last: the messages before it are in the
+// read, those after it are not (see observe.go).
 
 // lib holds the functions every script shares; each script is lib followed
 // by its body.
 const lib = `
 local tag = ARGV[1]
 local function fmt(n) return string.format('%d', n) end
+-- now_us reads the server's clock once per run: a script runs as one
+-- step, so one reading serves all its tokens and times.
+local nowus
 local function now_us()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if not nowus then
+    local t = redis.call('TIME')
+    nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return nowus
 end
+-- parse reads a record: its fields, its owner (o) and its value (v).
 local function parse(m)
-  local t, l, n, sh, a, p, at, st = string.match(m, '^(%d+) (%d+) (%d+) ([01]) ([01]) (%-?%d+) (%d+) (%x+)$')
+  local t, l, n, sh, a, p, at, st, ol, i = string.match(m, '^(%d+) (%d+) (%d+) ([01]) ([01]) (%-?%d+) (%d+) (%x+) (%d+) ()')
   if not t then return nil end
-  return {t = t, l = l, n = n, sh = sh, a = a, p = p, at = at, st = st}
+  local j = i + tonumber(ol)
+  return {t = t, l = l, n = n, sh = sh, a = a, p = p, at = at, st = st, o = string.sub(m, i, j - 1), v = string.sub(m, j)}
 end
 local function unparse(r)
-  return table.concat({r.t, r.l, r.n, r.sh, r.a, r.p, r.at, r.st}, ' ')
+  return table.concat({r.t, r.l, r.n, r.sh, r.a, r.p, r.at, r.st, #r.o, r.o .. r.v}, ' ')
 end
--- order returns the number of this run's changes, taken once per run from
--- the token counter by the rule of tokens (so above every token and order
--- issued before): observers tell by it the changes a read saw from later
--- ones.
-local ordern
-local function order()
-  if not ordern then
-    local last = tonumber(redis.call('GET', KEYS[1]) or '0')
-    ordern = fmt(math.max(now_us(), last + 1))
-    redis.call('SET', KEYS[1], ordern)
-  end
-  return ordern
+-- newtoken issues a token: the larger of the last one plus one and the
+-- server's clock in microseconds.
+local function newtoken()
+  local last = tonumber(redis.call('GET', KEYS[1]) or '0')
+  local t = fmt(math.max(now_us(), last + 1))
+  redis.call('SET', KEYS[1], t)
+  return t
 end
 -- claimev tells a claim's waiters of its admission or departure.
 local function claimev(what, token, key)
@@ -71,31 +78,40 @@ local function claimev(what, token, key)
 end
 -- keyev records a change at key for its observers; flush publishes them.
 local keyevs, evkeys = {}, {}
-local function keyev(key, kind, fields, owner, value)
-  owner, value = owner or '', value or ''
+local function keyev(key, kind, head, body)
+  body = body or ''
   local l = keyevs[key]
   if not l then
     l = {}
     keyevs[key] = l
     evkeys[#evkeys + 1] = key
   end
-  l[#l + 1] = kind .. ' ' .. #owner .. ' ' .. #value .. ' ' .. fields .. '\n' .. owner .. value
+  l[#l + 1] = kind .. ' ' .. head .. ' ' .. #body .. '\n' .. body
 end
 local function flush()
   for _, k in ipairs(evkeys) do
-    redis.call('PUBLISH', tag .. 'k:' .. k, order() .. '\n' .. table.concat(keyevs[k]))
+    redis.call('PUBLISH', tag .. 'k:' .. k, table.concat(keyevs[k]))
   end
   keyevs, evkeys = {}, {}
 end
+-- pttlof returns a lease's remaining TTL in ms (-2 if it has ended), read
+-- once per run and lease: nothing a script does renews a lease.
+local pttls = {}
 local function pttlof(lease)
-  return fmt(redis.call('PTTL', tag .. 'lease:' .. lease))
+  local p = pttls[lease]
+  if not p then
+    p = redis.call('PTTL', tag .. 'lease:' .. lease)
+    pttls[lease] = p
+  end
+  return p
 end
--- drop removes claim id at key, whatever its token, and reports its departure.
-local function drop(key, id)
+-- drop removes claim id at key, whatever its token, and reports its
+-- departure. m is its record if the caller has read it already.
+local function drop(key, id, m)
   local c = tag .. 'c:' .. key
-  local m = redis.call('HGET', c, id)
+  m = m or redis.call('HGET', c, id)
   redis.call('ZREM', tag .. 'q:' .. key, id)
-  redis.call('HDEL', c, id, id .. ':o', id .. ':v')
+  redis.call('HDEL', c, id)
   local r = m and parse(m)
   if r then
     redis.call('SREM', tag .. 'lc:' .. r.l, id .. '\n' .. key)
@@ -115,67 +131,61 @@ local function reap(lease)
 end
 -- state reaps the claims of ended leases queued at key with a token up to
 -- upto ('+inf' for all), then lists them in token order: {id, record,
--- owner, value, lease pttl} per claim.
+-- lease pttl} per claim.
 local function state(key, upto)
   local q, c = tag .. 'q:' .. key, tag .. 'c:' .. key
   local ids = redis.call('ZRANGEBYSCORE', q, '-inf', upto)
-  local pttl, dead = {}, false
-  for _, id in ipairs(ids) do
-    local r = parse(redis.call('HGET', c, id) or '')
-    if not r then
-      redis.call('ZREM', q, id)
-      redis.call('HDEL', c, id, id .. ':o', id .. ':v')
-    elseif not pttl[r.l] then
-      pttl[r.l] = redis.call('PTTL', tag .. 'lease:' .. r.l)
-      if pttl[r.l] == -2 then
-        reap(r.l)
-        dead = true
-      end
-    end
-  end
-  if dead then ids = redis.call('ZRANGEBYSCORE', q, '-inf', upto) end
-  local out = {}
+  local recs, leases, reaped, dead = {}, {}, {}, false
   for _, id in ipairs(ids) do
     local m = redis.call('HGET', c, id)
     local r = m and parse(m)
-    if r then
-      local ov = redis.call('HMGET', c, id .. ':o', id .. ':v')
-      out[#out + 1] = {id, m, ov[1] or '', ov[2] or '', pttl[r.l] or -1}
+    if not r then
+      redis.call('ZREM', q, id)
+      redis.call('HDEL', c, id)
+    else
+      recs[id], leases[id] = m, r.l
+      if pttlof(r.l) == -2 and not reaped[r.l] then
+        reap(r.l)
+        reaped[r.l], dead = true, true
+      end
+    end
+  end
+  -- A reap removes claims and never changes a record, so the records read
+  -- above serve the claims that remain.
+  if dead then ids = redis.call('ZRANGEBYSCORE', q, '-inf', upto) end
+  local out = {}
+  for _, id in ipairs(ids) do
+    local m = recs[id]
+    if m then
+      local p = pttlof(leases[id])
+      out[#out + 1] = {id, m, p < 0 and -1 or p}
     end
   end
   return out
 end
 -- tail is state for the last n claims queued at key alone: it reaps the
 -- claims of ended leases among them until they are all live (each pass
--- removes at least one), then lists them.
+-- removes at least the claim it found dead), then lists them.
 local function tail(key, n)
   local q, c = tag .. 'q:' .. key, tag .. 'c:' .. key
   while true do
-    local ids = redis.call('ZRANGE', q, -n, -1)
-    local pttl, dead = {}, false
-    for _, id in ipairs(ids) do
-      local r = parse(redis.call('HGET', c, id) or '')
+    local out, dead = {}, false
+    for _, id in ipairs(redis.call('ZRANGE', q, -n, -1)) do
+      local m = redis.call('HGET', c, id)
+      local r = m and parse(m)
       if not r then
         redis.call('ZREM', q, id)
-        redis.call('HDEL', c, id, id .. ':o', id .. ':v')
+        redis.call('HDEL', c, id)
         dead = true
-      elseif not pttl[r.l] then
-        pttl[r.l] = redis.call('PTTL', tag .. 'lease:' .. r.l)
-        if pttl[r.l] == -2 then
-          reap(r.l)
-          dead = true
-        end
+      elseif pttlof(r.l) == -2 then
+        drop(key, id, m)
+        reap(r.l)
+        dead = true
+      else
+        out[#out + 1] = {id, m, pttlof(r.l)}
       end
     end
-    if not dead then
-      local out = {}
-      for _, id in ipairs(ids) do
-        local m = redis.call('HGET', c, id)
-        local ov = redis.call('HMGET', c, id .. ':o', id .. ':v')
-        out[#out + 1] = {id, m, ov[1] or '', ov[2] or '', pttl[parse(m).l]}
-      end
-      return out
-    end
+    if not dead then return out end
   end
 end
 -- stampmax returns the highest stamp recorded at any of keys, or '0'.
@@ -227,11 +237,13 @@ func script(body string) *goredis.Script {
 // (claims only join at the back, and leaving only frees). In mode "fair"
 // with ahead > 0, the states list only the last ahead claims of each queue
 // (what package backend's Ahead says the caller's rules read), so that
-// joining a long queue is not a read of all of it. The replies:
+// joining a long queue is not a read of all of it; a claim named id is
+// looked for in the listed claims and, when they may not be the whole
+// queue, by its record. The replies:
 //
 //	{"nolease"}                        the lease has ended
 //	{"mismatch", key}                  key's queue agrees on another permit count
-//	{"exists", record, states...}      a claim named id is already at the first key
+//	{"exists", record, states...}      a claim named id is already at the first key (whole queues)
 //	{"changed", states...}             mode "cond": a queue is not as expected
 //	{"ok", token, acquired-at, stamp}  added and admitted
 //	{"queued", token, states...}       added behind states (the queues before it)
@@ -240,11 +252,25 @@ local id, lease, n, shared, mode, permit = ARGV[2], ARGV[3], ARGV[4], ARGV[5], A
 local owner, value, wantstamp, placed, ahead = ARGV[8], ARGV[9], ARGV[10], ARGV[11], tonumber(ARGV[12])
 local nk = tonumber(ARGV[13])
 local keys = slice(14, nk)
-if redis.call('EXISTS', tag .. 'lease:' .. lease) == 0 then return {'nolease'} end
+local pttl = pttlof(lease)
+if pttl == -2 then return {'nolease'} end
+local whole = mode == 'cond' or ahead == 0
 local states = {}
-local own = redis.call('HGET', tag .. 'c:' .. keys[1], id)
 for i, k in ipairs(keys) do
-  if own or mode == 'cond' or ahead == 0 then states[i] = state(k, '+inf') else states[i] = tail(k, ahead) end
+  if whole then states[i] = state(k, '+inf') else states[i] = tail(k, ahead) end
+end
+local function find()
+  for _, c in ipairs(states[1]) do
+    if c[1] == id then return c[2] end
+  end
+end
+local own = find()
+-- A tail shorter than ahead is the whole queue, a full one may not be: a
+-- claim named id is looked for by its record then. One found waits again
+-- with the whole queues of every key, the claims ahead of it included.
+if not whole and (own or (#states[1] == ahead and redis.call('HEXISTS', tag .. 'c:' .. keys[1], id) == 1)) then
+  for i, k in ipairs(keys) do states[i] = state(k, '+inf') end
+  own = find()
 end
 if own then return {'exists', own, unpack(states)} end
 local empty = true
@@ -258,18 +284,16 @@ for i, k in ipairs(keys) do
     return {'changed', unpack(states)}
   end
 end
-local token = order()
+local token = newtoken()
 local adm = mode == 'cond' or empty
-local r = {t = token, l = lease, n = n, sh = shared, a = '0', p = '-1', at = '0', st = '0'}
+local r = {t = token, l = lease, n = n, sh = shared, a = '0', p = '-1', at = '0', st = '0', o = owner, v = value}
 if adm or placed == '1' then r.a, r.p, r.at = '1', permit, fmt(math.floor(now_us() / 1000)) end
 local m = unparse(r)
-local pttl = pttlof(lease)
 for _, k in ipairs(keys) do
   redis.call('ZADD', tag .. 'q:' .. k, token, id)
-  redis.call('HSET', tag .. 'c:' .. k, id, m, id .. ':o', owner, id .. ':v', value)
+  redis.call('HSET', tag .. 'c:' .. k, id, m)
   redis.call('SADD', tag .. 'lc:' .. lease, id .. '\n' .. k)
-  if adm then claimev('a', token, k) end
-  keyev(k, 'j', pttl .. ' ' .. m, owner, value)
+  keyev(k, 'j', fmt(pttl), m)
 end
 if adm then
   local st = '0'
@@ -295,15 +319,17 @@ out[nk + 1] = fmt(math.floor(now_us() / 1000))
 return out
 `)
 
-// observeScript reaps and lists the queue of one key, with the order
-// number (see order in lib) of the last change it accounts for: every
-// later change at the key reaches its channel with a larger one.
+// observeScript reaps and lists the queue of one key. Unless nonce is
+// "", it then publishes "m <nonce>" on the key's channel: the messages of
+// the channel before that one are in the read (the reap's included),
+// those after it are not.
 //
-// ARGV: tag, key. Reply: {order, state}.
+// ARGV: tag, key, nonce. Reply: the key's state (see state in lib).
 var observeScript = script(`
 local s = state(ARGV[2], '+inf')
 flush()
-return {redis.call('GET', KEYS[1]) or '0', s}
+if ARGV[3] ~= '' then redis.call('PUBLISH', tag .. 'k:' .. ARGV[2], 'm ' .. ARGV[3]) end
+return s
 `)
 
 // recordsScript returns the records of given claims, each named by a key
@@ -341,7 +367,7 @@ for i, k in ipairs(keys) do
   local m = unparse(r)
   redis.call('HSET', tag .. 'c:' .. k, id, m)
   claimev('a', token, k)
-  keyev(k, 'r', pttlof(r.l) .. ' ' .. m)
+  keyev(k, 'r', fmt(pttlof(r.l)), m)
 end
 local st = '0'
 if wantstamp == '1' then st = stampmax(keys) end
@@ -362,7 +388,7 @@ for i, k in ipairs(keys) do
   rs[i].st = stamp
   local m = unparse(rs[i])
   redis.call('HSET', tag .. 'c:' .. k, id, m)
-  keyev(k, 'r', pttlof(rs[i].l) .. ' ' .. m)
+  keyev(k, 'r', fmt(pttlof(rs[i].l)), m)
   local s = redis.call('GET', tag .. 's:' .. k)
   if not s or s < stamp then redis.call('SET', tag .. 's:' .. k, stamp) end
 end
@@ -379,8 +405,9 @@ local id, token = ARGV[2], ARGV[3]
 local keys = slice(5, tonumber(ARGV[4]))
 local n = 0
 for _, k in ipairs(keys) do
-  local r = parse(redis.call('HGET', tag .. 'c:' .. k, id) or '')
-  if r and (token == '' or r.t == token) and drop(k, id) then n = n + 1 end
+  local m = redis.call('HGET', tag .. 'c:' .. k, id)
+  local r = m and parse(m)
+  if r and (token == '' or r.t == token) and drop(k, id, m) then n = n + 1 end
 end
 return n
 `)
@@ -393,10 +420,12 @@ return n
 var setValueScript = script(`
 local id, token, value = ARGV[2], ARGV[3], ARGV[4]
 local keys = slice(6, tonumber(ARGV[5]))
-if not claimed(keys, id, token) then return 0 end
-for _, k in ipairs(keys) do
-  redis.call('HSET', tag .. 'c:' .. k, id .. ':v', value)
-  keyev(k, 'v', token, '', value)
+local rs = claimed(keys, id, token)
+if not rs then return 0 end
+for i, k in ipairs(keys) do
+  rs[i].v = value
+  redis.call('HSET', tag .. 'c:' .. k, id, unparse(rs[i]))
+  keyev(k, 'v', token, value)
 end
 return 1
 `)

@@ -235,24 +235,24 @@ func TestObserversGetTheirKeysMessagesInOrderAndEachGap(t *testing.T) {
 	r := newRegistry(layout{tag: "{t}"}, nil)
 	o := r.addObserver("k")
 	other := r.addObserver("x")
-	r.keyMessage("k", keyMessage{order: 1})
-	r.keyMessage("k", keyMessage{order: 2})
+	r.keyMessage("k", keyMessage{marker: "1"})
+	r.keyMessage("k", keyMessage{marker: "2"})
 	select {
 	case <-o.signal:
 	default:
 		t.Fatal("an observer not signalled")
 	}
-	assert.Equal(t, []inboxItem{{msg: keyMessage{order: 1}}, {msg: keyMessage{order: 2}}}, r.take(o))
+	assert.Equal(t, []inboxItem{{msg: keyMessage{marker: "1"}}, {msg: keyMessage{marker: "2"}}}, r.take(o))
 	assert.Empty(t, r.take(other), "another key's observer got the message")
 
 	from := r.verified
 	r.gapStarted()
-	r.keyMessage("k", keyMessage{order: 3}) // may follow lost ones
-	late := r.addObserver("k")              // comes during the gap
-	r.keyMessage("k", keyMessage{order: 4})
+	r.keyMessage("k", keyMessage{marker: "3"}) // may follow lost ones
+	late := r.addObserver("k")                 // comes during the gap
+	r.keyMessage("k", keyMessage{marker: "4"})
 	r.resubscribed()
-	r.keyMessage("k", keyMessage{order: 5})
-	want := []inboxItem{{resync: true, from: from}, {msg: keyMessage{order: 5}}}
+	r.keyMessage("k", keyMessage{marker: "5"})
+	want := []inboxItem{{resync: true, from: from}, {msg: keyMessage{marker: "5"}}}
 	assert.Equal(t, want, r.take(o))
 	assert.Equal(t, want, r.take(late))
 	assert.Equal(t, []inboxItem{{resync: true, from: from}}, r.take(other))
