@@ -222,7 +222,8 @@ func (b *LockBuilder) Do(ctx context.Context, fn func(ctx context.Context, token
 // already, and after then says why.
 func (s *guardState) hold(ctx context.Context, fn func(context.Context, uint64) error) (ran bool, ferr, after error) {
 	defer s.unlock(context.WithoutCancel(ctx)) //nolint:errcheck // a failed release is logged and retried by the client
-	fctx, cancel := newGuardContext(ctx, s)
+	gctx, cancel := context.WithCancelCause(ctx)
+	fctx := &guardContext{Context: gctx, cancel: cancel, s: s}
 	defer cancel(nil)
 	// From here the guard's end cancels fctx at once, from whichever
 	// goroutine ends it (the watchdog at the local deadline, the backend's

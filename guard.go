@@ -369,11 +369,6 @@ type guardContext struct {
 	s      *guardState
 }
 
-func newGuardContext(parent context.Context, s *guardState) (*guardContext, context.CancelCauseFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
-	return &guardContext{Context: ctx, cancel: cancel, s: s}, cancel
-}
-
 // Err returns the context's error, after ending it if the guard is no
 // longer valid by the local clock.
 func (c *guardContext) Err() error {

@@ -238,11 +238,11 @@ func (wd *watchdog) tick() time.Time {
 			expired = append(expired, l)
 		// An unused lease is kept for one TTL before it is revoked, so
 		// that acquire/release cycles do not pay a grant each time.
-		case l.guards.len() == 0 && !l.idleSince.IsZero() && !now.Before(l.idleSince.Add(l.ttl)):
+		case l.guards.n == 0 && !l.idleSince.IsZero() && !now.Before(l.idleSince.Add(l.ttl)):
 			wd.dropLocked(l)
 			idle = append(idle, l)
 		default:
-			if l.guards.len() == 0 && l.idleSince.IsZero() {
+			if l.guards.n == 0 && l.idleSince.IsZero() {
 				l.idleSince = now // first tick to see it unused
 			}
 			if !l.renewing && !now.Before(l.nextRenew) {
@@ -255,7 +255,7 @@ func (wd *watchdog) tick() time.Time {
 			if !l.renewing {
 				earliest(l.nextRenew)
 			}
-			if l.guards.len() == 0 {
+			if l.guards.n == 0 {
 				earliest(l.idleSince.Add(l.ttl))
 			}
 		}
@@ -494,12 +494,8 @@ type guardLinks struct {
 	prev, next *guardState
 }
 
-func (l *guardList) len() int { return l.n }
-
+// push adds g, which is on no list: a guard joins one lease once.
 func (l *guardList) push(g *guardState) {
-	if g.listed {
-		return
-	}
 	g.inLease, g.listed = guardLinks{next: l.head}, true
 	if l.head != nil {
 		l.head.inLease.prev = g
