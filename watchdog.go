@@ -56,8 +56,7 @@ func newWatchdog(be backend.Backend, log *slog.Logger, m *metrics) *watchdog {
 	}
 	wd.bg, wd.cancelBG = context.WithCancel(context.Background())
 	wd.mu.pool = make(map[leaseKey]*lease)
-	wd.wg.Add(1)
-	go wd.run()
+	wd.wg.Go(wd.run)
 	return wd
 }
 
@@ -191,7 +190,6 @@ func (wd *watchdog) leave(l *lease, g *guardState) {
 // run is the scheduler: one goroutine per client, whatever the number of
 // guards. It sleeps until the earliest renewal, deadline or linger end.
 func (wd *watchdog) run() {
-	defer wd.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -248,8 +246,7 @@ func (wd *watchdog) tick() time.Time {
 			if !l.renewing && !now.Before(l.nextRenew) {
 				ctx, cancel := context.WithDeadline(context.Background(), deadline)
 				l.renewing, l.cancelRenew = true, cancel
-				wd.wg.Add(1)
-				go wd.renew(ctx, cancel, l)
+				wd.wg.Go(func() { wd.renew(ctx, cancel, l) })
 			}
 			earliest(deadline)
 			if !l.renewing {
@@ -275,7 +272,6 @@ func (wd *watchdog) tick() time.Time {
 // that, the answer no longer matters because the scheduler has already
 // poisoned the lease.
 func (wd *watchdog) renew(ctx context.Context, cancel context.CancelFunc, l *lease) {
-	defer wd.wg.Done()
 	defer cancel()
 	sent := time.Now()
 	ttl, err := wd.be.KeepAlive(ctx, l.id)
@@ -358,15 +354,13 @@ func (wd *watchdog) revokeAsync(l *lease) {
 	if wd.mu.closed {
 		return
 	}
-	wd.wg.Add(1)
-	go func() {
-		defer wd.wg.Done()
+	wd.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(wd.bg, cleanupTimeout)
 		defer cancel()
 		if err := wd.be.Revoke(ctx, l.id); err != nil {
 			wd.log.Debug("ashlock: lease revoke failed", "lease", int64(l.id), "err", err)
 		}
-	}()
+	})
 }
 
 // loseLease is called when something other than the scheduler learns that
