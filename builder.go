@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/ash-lock/ashlock/backend"
 )
 
@@ -289,7 +291,12 @@ func (c *LockClient) acquireOnce(ctx context.Context, req *backend.AcquireReques
 	}
 	s.lease = l
 
-	req.ID, req.Lease, req.Wait, req.OnLost = c.claimID(), l.id, wait, (*lossListener)(s)
+	req.ID, req.Lease, req.Wait, req.OnLost = "", l.id, wait, (*lossListener)(s)
+	if !c.namesClaims {
+		// A fresh name per attempt; a backend.ClaimNamer names the claim
+		// itself and would not read it.
+		req.ID = uuid.NewString()
+	}
 	actx := ctx
 	if wait && !c.local {
 		// While waiting, the guard is registered with its lease: if the lease
