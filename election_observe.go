@@ -33,7 +33,7 @@ import (
 // the states at its own pace, so a slow one delays no other.
 func (e *Election) Observe(ctx context.Context) iter.Seq2[Leader, error] {
 	return func(yield func(Leader, error) bool) {
-		c := e.client
+		c := e.lock.client
 		if c.closed.Load() {
 			yield(Leader{}, ErrClosed)
 			return

@@ -144,9 +144,9 @@ func (wd *watchdog) grant(ctx context.Context, l *lease) {
 		l.grantErr = err
 		wd.dropLocked(l)
 	} else {
-		l.id, l.ttl, l.margin = got.ID, got.TTL, margin(got.TTL)
+		l.id, l.ttl = got.ID, got.TTL
 		l.granted = true
-		l.deadline.Store(int64(sent.Add(got.TTL - l.margin).Sub(wd.epoch)))
+		l.deadline.Store(int64(sent.Add(got.TTL - margin(got.TTL)).Sub(wd.epoch)))
 		l.nextRenew = sent.Add(renewAfter(l.key.interval, got.TTL))
 		// No guard has joined yet; count the linger from the grant so that
 		// the scheduler does not take the new lease for an idle one.
@@ -308,7 +308,7 @@ func (wd *watchdog) renew(ctx context.Context, cancel context.CancelFunc, l *lea
 		// inside it, at a quarter of the time left, so that a store back
 		// just before the deadline still renews. The deadline stands.
 		until := wd.at(l.deadline.Load()).Sub(now)
-		retry := min(l.key.interval/4, until-l.margin)
+		retry := min(l.key.interval/4, until-margin(l.ttl))
 		if retry <= 0 {
 			retry = until / 4
 		}
@@ -428,13 +428,12 @@ type leaseKey struct {
 // marked "guarded" are protected by watchdog.mu.
 type lease struct {
 	key leaseKey
-	// ready is closed once the grant has finished; id, granted, margin and
+	// ready is closed once the grant has finished; id, granted, ttl and
 	// grantErr are read-only after that.
 	ready    chan struct{}
 	grantErr error
 	id       backend.LeaseID
 	ttl      time.Duration // as granted by the backend
-	margin   time.Duration
 
 	// deadline is the end of local validity, as nanoseconds since the
 	// watchdog's epoch (monotonic). Kept atomic so that FencingToken can
