@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/google/uuid"
@@ -178,12 +179,16 @@ func (b *LockBuilder) Acquire(ctx context.Context) (*Guard, error) { return b.gu
 // trip. Other errors are those of Acquire.
 func (b *LockBuilder) TryAcquire(ctx context.Context) (*Guard, error) { return b.guard(ctx, false) }
 
+// guard acquires the lock and hands it out as a Guard that releases it if
+// the Guard is dropped (see dropped).
 func (b *LockBuilder) guard(ctx context.Context, wait bool) (*Guard, error) {
 	s, err := b.acquire(ctx, wait)
 	if err != nil {
 		return nil, err
 	}
-	return newGuard(s), nil
+	g := &Guard{s: s}
+	g.cleanup = runtime.AddCleanup(g, dropped, s)
+	return g, nil
 }
 
 // Do acquires the lock, runs fn while holding it, and unlocks when fn
