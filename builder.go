@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/ash-lock/ashlock/backend"
 )
@@ -176,12 +179,16 @@ func (b *LockBuilder) Acquire(ctx context.Context) (*Guard, error) { return b.gu
 // trip. Other errors are those of Acquire.
 func (b *LockBuilder) TryAcquire(ctx context.Context) (*Guard, error) { return b.guard(ctx, false) }
 
+// guard acquires the lock and hands it out as a Guard that releases it if
+// the Guard is dropped (see dropped).
 func (b *LockBuilder) guard(ctx context.Context, wait bool) (*Guard, error) {
 	s, err := b.acquire(ctx, wait)
 	if err != nil {
 		return nil, err
 	}
-	return newGuard(s), nil
+	g := &Guard{s: s}
+	g.cleanup = runtime.AddCleanup(g, dropped, s)
+	return g, nil
 }
 
 // Do acquires the lock, runs fn while holding it, and unlocks when fn
@@ -222,7 +229,8 @@ func (b *LockBuilder) Do(ctx context.Context, fn func(ctx context.Context, token
 // already, and after then says why.
 func (s *guardState) hold(ctx context.Context, fn func(context.Context, uint64) error) (ran bool, ferr, after error) {
 	defer s.unlock(context.WithoutCancel(ctx)) //nolint:errcheck // a failed release is logged and retried by the client
-	fctx, cancel := newGuardContext(ctx, s)
+	gctx, cancel := context.WithCancelCause(ctx)
+	fctx := &guardContext{Context: gctx, cancel: cancel, s: s}
 	defer cancel(nil)
 	// From here the guard's end cancels fctx at once, from whichever
 	// goroutine ends it (the watchdog at the local deadline, the backend's
@@ -288,7 +296,12 @@ func (c *LockClient) acquireOnce(ctx context.Context, req *backend.AcquireReques
 	}
 	s.lease = l
 
-	req.ID, req.Lease, req.Wait, req.OnLost = c.claimID(), l.id, wait, (*lossListener)(s)
+	req.ID, req.Lease, req.Wait, req.OnLost = "", l.id, wait, (*lossListener)(s)
+	if !c.namesClaims {
+		// A fresh name per attempt; a backend.ClaimNamer names the claim
+		// itself and would not read it.
+		req.ID = uuid.NewString()
+	}
 	actx := ctx
 	if wait && !c.local {
 		// While waiting, the guard is registered with its lease: if the lease

@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/ash-lock/ashlock/backend"
 	"github.com/ash-lock/ashlock/internal/hlc"
 )
@@ -104,15 +102,6 @@ func newClient(cfg LockConfig, be backend.Backend) (*LockClient, error) {
 	}
 	c.wd = newWatchdog(be, log, m)
 	return c, nil
-}
-
-// claimID names an acquisition's claim: a fresh UUID, or "" for a backend
-// that names its claims itself and would not read it.
-func (c *LockClient) claimID() string {
-	if c.namesClaims {
-		return ""
-	}
-	return uuid.NewString()
 }
 
 // stamp gives an acquisition a stamp above prev, the highest stamp of the

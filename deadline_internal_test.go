@@ -84,7 +84,6 @@ func TestLateRenewalDoesNotRevive(t *testing.T) {
 	require.ErrorIs(t, err, ErrLeaseExpired)
 
 	ctx, cancel := context.WithCancel(t.Context())
-	c.wd.wg.Add(1)
 	c.wd.renew(ctx, cancel, l) // the store answers: renewed
 	_, err = g.FencingToken()
 	require.ErrorIs(t, err, ErrLeaseExpired, "after the late answer")

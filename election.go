@@ -25,9 +25,9 @@ var ErrNoLeader = errors.New("ashlock: no leader")
 // the call that uses it, and one Election serves any number of calls at
 // once.
 type Election struct {
-	client *LockClient
-	name   string
-	lock   *LockBuilder // Lock(name) with the election's options, without a value
+	// lock is Lock(name) with the election's options, without a value:
+	// its key is the election's name, its client the election's.
+	lock *LockBuilder
 }
 
 // Leader is who leads an election, as Leader and Observe report it. Token
@@ -46,7 +46,7 @@ type Leader struct {
 // holder leads. It never fails; the name is checked like a key by the
 // calls that use it.
 func (c *LockClient) Election(name string) *Election {
-	return &Election{client: c, name: name, lock: c.Lock(name)}
+	return &Election{lock: c.Lock(name)}
 }
 
 // WithTTL sets the TTL of a leader's lease, as LockBuilder.WithTTL does:
@@ -85,13 +85,13 @@ func (e *Election) Campaign(ctx context.Context, value []byte) (*Guard, error) {
 // Leader reports who leads the election now, with one read of the store.
 // It returns ErrNoLeader when nobody does, and otherwise Inspect's errors.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
-	info, err := e.client.Inspect(ctx, e.name)
+	info, err := e.lock.client.Inspect(ctx, e.lock.key)
 	if err != nil {
 		return Leader{}, err
 	}
-	l := leaderOf(e.name, info)
+	l := leaderOf(e.lock.key, info)
 	if l.Token == 0 {
-		return Leader{}, fmt.Errorf("%w in election %q", ErrNoLeader, e.name)
+		return Leader{}, fmt.Errorf("%w in election %q", ErrNoLeader, e.lock.key)
 	}
 	return l, nil
 }
@@ -155,7 +155,7 @@ func (e *Election) Run(ctx context.Context, value []byte, lead func(ctx context.
 			// Jitter keeps candidates that failed together from
 			// coming back together.
 			d := backoff/2 + rand.N(backoff/2+1)
-			e.client.log.Warn("ashlock: campaign failed; retrying", "election", e.name, "err", err, "backoff", d)
+			e.lock.client.log.Warn("ashlock: campaign failed; retrying", "election", e.lock.key, "err", err, "backoff", d)
 			select {
 			case <-time.After(d):
 			case <-ctx.Done():

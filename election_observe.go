@@ -33,22 +33,22 @@ import (
 // the states at its own pace, so a slow one delays no other.
 func (e *Election) Observe(ctx context.Context) iter.Seq2[Leader, error] {
 	return func(yield func(Leader, error) bool) {
-		c := e.client
+		c := e.lock.client
 		if c.closed.Load() {
 			yield(Leader{}, ErrClosed)
 			return
 		}
-		if err := backend.CheckKey(e.name); err != nil {
+		if err := backend.CheckKey(e.lock.key); err != nil {
 			yield(Leader{}, err)
 			return
 		}
 		obs, ok := c.be.(backend.Observer)
 		if !ok {
 			yield(Leader{}, fmt.Errorf("ashlock: observe %q: backend %T does not implement backend.Observer: %w",
-				e.name, c.be, errors.ErrUnsupported))
+				e.lock.key, c.be, errors.ErrUnsupported))
 			return
 		}
-		h, at := subscribe(c, obs, e.name)
+		h, at := subscribe(c, obs, e.lock.key)
 		defer h.unsubscribe()
 		for ; ; at = at.next {
 			if at.err != nil {

@@ -59,16 +59,6 @@ type guardState struct {
 	onEnd func(error)   // cancel hook of a wait or of Do, run once by end
 }
 
-// closedChan is returned by Done for guards that ended before anyone asked.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-// newGuard hands s out as a Guard that releases s if it is dropped.
-func newGuard(s *guardState) *Guard {
-	g := &Guard{s: s}
-	g.cleanup = runtime.AddCleanup(g, dropped, s)
-	return g
-}
-
 // dropped releases s, whose Guard was collected. It runs on the runtime's
 // cleanup goroutine, so it must not block: a remote release is handed to
 // the client's background retrier.
@@ -195,11 +185,11 @@ func (g *Guard) Done() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.done == nil {
-		if s.err != nil {
-			return closedChan
-		}
 		// Made lazily: most guards are never asked.
 		s.done = make(chan struct{})
+		if s.err != nil {
+			close(s.done) // ended before anyone asked: end did not see it
+		}
 	}
 	return s.done
 }
@@ -367,11 +357,6 @@ type guardContext struct {
 	context.Context
 	cancel context.CancelCauseFunc
 	s      *guardState
-}
-
-func newGuardContext(parent context.Context, s *guardState) (*guardContext, context.CancelCauseFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
-	return &guardContext{Context: ctx, cancel: cancel, s: s}, cancel
 }
 
 // Err returns the context's error, after ending it if the guard is no

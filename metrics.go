@@ -134,13 +134,12 @@ func (m *metrics) holdTime(d time.Duration) {
 }
 
 func (m *metrics) renewal(err error) {
-	opt := attrOK
+	opt := attrError
 	switch {
 	case err == nil:
+		opt = attrOK
 	case errors.Is(err, ErrLeaseExpired):
 		opt = attrExpired
-	default:
-		opt = attrError
 	}
 	m.renewals.Add(context.Background(), 1, opt.add...)
 }

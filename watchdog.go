@@ -56,8 +56,7 @@ func newWatchdog(be backend.Backend, log *slog.Logger, m *metrics) *watchdog {
 	}
 	wd.bg, wd.cancelBG = context.WithCancel(context.Background())
 	wd.mu.pool = make(map[leaseKey]*lease)
-	wd.wg.Add(1)
-	go wd.run()
+	wd.wg.Go(wd.run)
 	return wd
 }
 
@@ -145,9 +144,9 @@ func (wd *watchdog) grant(ctx context.Context, l *lease) {
 		l.grantErr = err
 		wd.dropLocked(l)
 	} else {
-		l.id, l.ttl, l.margin = got.ID, got.TTL, margin(got.TTL)
+		l.id, l.ttl = got.ID, got.TTL
 		l.granted = true
-		l.deadline.Store(int64(sent.Add(got.TTL - l.margin).Sub(wd.epoch)))
+		l.deadline.Store(int64(sent.Add(got.TTL - margin(got.TTL)).Sub(wd.epoch)))
 		l.nextRenew = sent.Add(renewAfter(l.key.interval, got.TTL))
 		// No guard has joined yet; count the linger from the grant so that
 		// the scheduler does not take the new lease for an idle one.
@@ -191,7 +190,6 @@ func (wd *watchdog) leave(l *lease, g *guardState) {
 // run is the scheduler: one goroutine per client, whatever the number of
 // guards. It sleeps until the earliest renewal, deadline or linger end.
 func (wd *watchdog) run() {
-	defer wd.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -238,24 +236,23 @@ func (wd *watchdog) tick() time.Time {
 			expired = append(expired, l)
 		// An unused lease is kept for one TTL before it is revoked, so
 		// that acquire/release cycles do not pay a grant each time.
-		case l.guards.len() == 0 && !l.idleSince.IsZero() && !now.Before(l.idleSince.Add(l.ttl)):
+		case l.guards.n == 0 && !l.idleSince.IsZero() && !now.Before(l.idleSince.Add(l.ttl)):
 			wd.dropLocked(l)
 			idle = append(idle, l)
 		default:
-			if l.guards.len() == 0 && l.idleSince.IsZero() {
+			if l.guards.n == 0 && l.idleSince.IsZero() {
 				l.idleSince = now // first tick to see it unused
 			}
 			if !l.renewing && !now.Before(l.nextRenew) {
 				ctx, cancel := context.WithDeadline(context.Background(), deadline)
 				l.renewing, l.cancelRenew = true, cancel
-				wd.wg.Add(1)
-				go wd.renew(ctx, cancel, l)
+				wd.wg.Go(func() { wd.renew(ctx, cancel, l) })
 			}
 			earliest(deadline)
 			if !l.renewing {
 				earliest(l.nextRenew)
 			}
-			if l.guards.len() == 0 {
+			if l.guards.n == 0 {
 				earliest(l.idleSince.Add(l.ttl))
 			}
 		}
@@ -275,7 +272,6 @@ func (wd *watchdog) tick() time.Time {
 // that, the answer no longer matters because the scheduler has already
 // poisoned the lease.
 func (wd *watchdog) renew(ctx context.Context, cancel context.CancelFunc, l *lease) {
-	defer wd.wg.Done()
 	defer cancel()
 	sent := time.Now()
 	ttl, err := wd.be.KeepAlive(ctx, l.id)
@@ -312,7 +308,7 @@ func (wd *watchdog) renew(ctx context.Context, cancel context.CancelFunc, l *lea
 		// inside it, at a quarter of the time left, so that a store back
 		// just before the deadline still renews. The deadline stands.
 		until := wd.at(l.deadline.Load()).Sub(now)
-		retry := min(l.key.interval/4, until-l.margin)
+		retry := min(l.key.interval/4, until-margin(l.ttl))
 		if retry <= 0 {
 			retry = until / 4
 		}
@@ -358,15 +354,13 @@ func (wd *watchdog) revokeAsync(l *lease) {
 	if wd.mu.closed {
 		return
 	}
-	wd.wg.Add(1)
-	go func() {
-		defer wd.wg.Done()
+	wd.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(wd.bg, cleanupTimeout)
 		defer cancel()
 		if err := wd.be.Revoke(ctx, l.id); err != nil {
 			wd.log.Debug("ashlock: lease revoke failed", "lease", int64(l.id), "err", err)
 		}
-	}()
+	})
 }
 
 // loseLease is called when something other than the scheduler learns that
@@ -434,13 +428,12 @@ type leaseKey struct {
 // marked "guarded" are protected by watchdog.mu.
 type lease struct {
 	key leaseKey
-	// ready is closed once the grant has finished; id, granted, margin and
+	// ready is closed once the grant has finished; id, granted, ttl and
 	// grantErr are read-only after that.
 	ready    chan struct{}
 	grantErr error
 	id       backend.LeaseID
 	ttl      time.Duration // as granted by the backend
-	margin   time.Duration
 
 	// deadline is the end of local validity, as nanoseconds since the
 	// watchdog's epoch (monotonic). Kept atomic so that FencingToken can
@@ -494,12 +487,8 @@ type guardLinks struct {
 	prev, next *guardState
 }
 
-func (l *guardList) len() int { return l.n }
-
+// push adds g, which is on no list: a guard joins one lease once.
 func (l *guardList) push(g *guardState) {
-	if g.listed {
-		return
-	}
 	g.inLease, g.listed = guardLinks{next: l.head}, true
 	if l.head != nil {
 		l.head.inLease.prev = g

@@ -12,7 +12,7 @@ type Queued struct {
 	// permit. A claim the rule admits at this key but not yet at all its
 	// keys (a multi-key claim waiting elsewhere) is listed as a waiter.
 	Admitted   bool
-	Permit     int // the recorded permit, or NoPermit
+	Permit     int // the recorded permit; read only when Admitted
 	Owner      string
 	Value      []byte
 	AcquiredAt time.Time

@@ -132,24 +132,13 @@ func checkRequest(req *AcquireRequest) error {
 // CheckOwner reports why label cannot be a claim's owner label, or nil.
 // The error wraps ErrInvalidConfig.
 func CheckOwner(label string) error {
-	if len(label) > MaxOwnerLen || !validUTF8(label) {
+	if len(label) > MaxOwnerLen || !utf8.ValidString(label) {
 		return errBadOwner
 	}
 	return nil
 }
 
 var errBadOwner = fmt.Errorf("%w: owner label must be at most %d bytes of UTF-8", ErrInvalidConfig, MaxOwnerLen)
-
-// validUTF8 is utf8.ValidString, with a pass over the bytes first that
-// settles the ASCII strings most labels are at less cost.
-func validUTF8(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			return utf8.ValidString(s[i:])
-		}
-	}
-	return true
-}
 
 // printableKey reports whether key is 1 to MaxKeyLen bytes of printable
 // ASCII (0x20 to 0x7e), which CheckKey accepts.

@@ -82,8 +82,7 @@ func (b *Backend) Observe(ctx context.Context, key string) iter.Seq2[backend.Loc
 		// the cause tells the two apart below.
 		octx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		stop := context.AfterFunc(b.ctx, cancel)
-		defer stop()
+		defer context.AfterFunc(b.ctx, cancel)()
 		o := &observation{b: b, key: key, dir: b.layout.dir(key), yield: yield}
 		err := o.run(octx)
 		switch {

@@ -3,8 +3,8 @@ package etcd
 import (
 	"errors"
 	"fmt"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/ash-lock/ashlock/backend"
 )
 
 // DefaultPrefix is the prefix a Backend uses unless WithPrefix sets one.
@@ -32,24 +32,22 @@ func WithPrefix(p string) Option {
 	return func(l *layout) { l.prefix = p }
 }
 
-// validatePrefix checks p against the rules documented on WithPrefix. The
-// trailing '/' keeps two applications' prefixes such as "app" and "app2"
-// from sharing keys.
+// validatePrefix checks p against the rules documented on WithPrefix: a
+// prefix is a valid lock key (backend.CheckKey: UTF-8, no control
+// characters), no longer than maxPrefixLen, ending in '/'. The trailing
+// '/' keeps two applications' prefixes such as "app" and "app2" from
+// sharing keys.
 func validatePrefix(p string) error {
+	if err := backend.CheckKey(p); err != nil {
+		// Not wrapped with %w: a bad prefix is ErrBadPrefix, not a bad
+		// lock key.
+		return fmt.Errorf("%w: %v", ErrBadPrefix, err)
+	}
 	switch {
-	case p == "":
-		return fmt.Errorf("%w: empty", ErrBadPrefix)
 	case len(p) > maxPrefixLen:
 		return fmt.Errorf("%w: %d bytes, more than %d", ErrBadPrefix, len(p), maxPrefixLen)
-	case !utf8.ValidString(p):
-		return fmt.Errorf("%w: %q is not valid UTF-8", ErrBadPrefix, p)
 	case p[len(p)-1] != '/':
 		return fmt.Errorf("%w: %q does not end in '/'", ErrBadPrefix, p)
-	}
-	for _, r := range p {
-		if unicode.IsControl(r) {
-			return fmt.Errorf("%w: %q contains a control character", ErrBadPrefix, p)
-		}
 	}
 	return nil
 }

@@ -71,8 +71,8 @@ func encodeClaim(r claimRecord) string {
 func decodeClaim(v []byte, k backend.Kind) (claimRecord, error) {
 	d := decoder{buf: v}
 	var r claimRecord
-	if ver := d.byte(); ver != recordVersion {
-		d.fail("version %d", ver) // no-op after a failed read: the first error stays
+	if ver := d.next(1, false, "empty"); ver != nil && ver[0] != recordVersion {
+		d.fail("version %d", ver[0])
 	}
 	p := d.uvarint()
 	if r.Permit = int(p) - 1; p > uint64(k.Permits) {
@@ -126,13 +126,6 @@ func (d *decoder) next(n int, bad bool, what string) []byte {
 	b := d.buf[:n]
 	d.buf = d.buf[n:]
 	return b
-}
-
-func (d *decoder) byte() byte {
-	if b := d.next(1, false, "empty"); b != nil {
-		return b[0]
-	}
-	return 0
 }
 
 func (d *decoder) uvarint() uint64 {

@@ -62,9 +62,6 @@ func ParseSeed(seed string) (endpoints []string, prefix string, err error) {
 
 // endpoint validates one host[:port] of a seed and adds the default port.
 func endpoint(h string) (string, error) {
-	if h == "" {
-		return "", errors.New("empty host in list")
-	}
 	host, port, err := net.SplitHostPort(h)
 	if err != nil {
 		// No port. A bare IPv6 address must be bracketed, or its colons

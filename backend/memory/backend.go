@@ -34,7 +34,7 @@ type Backend struct {
 	done  chan struct{} // closed by Close; wakes every waiting Acquire
 
 	// notifying counts running OnLost deliveries so that Close can wait
-	// for them. Add is only called under mu while !closed, so every Add
+	// for them. Go is only called under mu while !closed, so every Go
 	// happens before Close's Wait.
 	notifying sync.WaitGroup
 
@@ -112,13 +112,11 @@ func (b *Backend) notifyLocked(calls []lostCall) {
 	if len(calls) == 0 || b.closed {
 		return
 	}
-	b.notifying.Add(1)
-	go func() {
-		defer b.notifying.Done()
+	b.notifying.Go(func() {
 		for _, c := range calls {
 			c.f.ClaimLost(c.cause)
 		}
-	}()
+	})
 }
 
 // errClosed is the error of any call on a closed Backend.

@@ -46,15 +46,11 @@ func (b *Backend) stateLocked(key string, waiters bool) backend.LockInfo {
 	// entries); without waiters there is nothing to look at past it.
 	for ; e != nil && (waiters || e.free); e = e.next {
 		c := e.c
-		permit := backend.NoPermit
-		if c.state == stateHolding {
-			permit = int(c.permit)
-		}
 		q = append(q, backend.Queued{
 			Kind:       backend.Kind{Shared: c.shared, Permits: int(c.permits)},
 			Token:      c.token,
 			Admitted:   c.state == stateHolding,
-			Permit:     permit,
+			Permit:     int(c.permit), // read only for a holder (Admitted)
 			Owner:      c.owner,
 			Value:      c.value(),
 			AcquiredAt: c.acquiredAt,

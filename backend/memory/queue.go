@@ -50,10 +50,6 @@ func (k *keyState) admitsNext(shared bool, n int32) bool {
 	return backend.Admits(backend.Kind{Shared: shared, Permits: int(n)}, int(k.nFree), int(k.nFreeNonSh), false)
 }
 
-// admits reports whether e, the frontier (or a new entry behind a free
-// queue), is free given the free prefix ahead of it.
-func (k *keyState) admits(e *entry) bool { return k.admitsNext(e.c.shared, e.c.permits) }
-
 // admitsNew reports whether a claim of the given kind made now would be
 // free at k: it agrees with the queue on n and the rule admits it at the
 // back of the queue. A nil k is a key with no record: free.
@@ -93,7 +89,7 @@ func (k *keyState) push(e *entry) bool {
 	if k.frontier != nil {
 		return false
 	}
-	if !k.admits(e) {
+	if !k.admitsNext(e.c.shared, e.c.permits) {
 		k.frontier = e
 		return false
 	}
@@ -122,7 +118,7 @@ func (k *keyState) unlink(e *entry) {
 // waiter; after a writer leaves, every reader up to the next writer.
 func (b *Backend) advanceLocked(k *keyState) {
 	for e := k.frontier; e != nil; e = e.next {
-		if !k.admits(e) {
+		if !k.admitsNext(e.c.shared, e.c.permits) {
 			k.frontier = e
 			return
 		}
