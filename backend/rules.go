@@ -195,6 +195,12 @@ func (s *PermitSet) Lowest(n int) int {
 	return NoPermit
 }
 
+// HoldsAlone reports whether a claim of kind k that holds a key had no
+// older claim left there when it came to hold: the rule admits it with
+// nothing ahead only (an exclusive claim). A store that learns such a
+// claim held knows every older claim at the key gone by then.
+func HoldsAlone(k Kind) bool { return !Admits(k, 1, 0, false) }
+
 // Ahead returns how many of the claims just ahead of a new claim of kind k
 // (joining at the back of a key's queue) the rule reads to place it, or 0
 // for all of them. Given only q[i-n:i+1], where i is the new claim's index

@@ -68,6 +68,24 @@ func TestAdmits(t *testing.T) {
 	}
 }
 
+// A kind holds alone exactly when no queue admits it behind another
+// claim.
+func TestHoldsAlone(t *testing.T) {
+	kinds := []backend.Kind{x, s, c2, c3}
+	for _, k := range kinds {
+		admittedBehindOne := false
+		for _, ahead := range kinds {
+			if backend.FreePrefix(q(ahead, k)) == 2 {
+				admittedBehindOne = true
+			}
+		}
+		assert.Equal(t, !admittedBehindOne, backend.HoldsAlone(k), "%+v", k)
+	}
+	assert.True(t, backend.HoldsAlone(x))
+	assert.False(t, backend.HoldsAlone(s))
+	assert.False(t, backend.HoldsAlone(c3))
+}
+
 func TestFreePrefix(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

@@ -103,7 +103,7 @@ func (a *acquisition) waitAt(ctx context.Context, i int, pred string, rev int64)
 // makes the full check.
 func (a *acquisition) heldBefore(prev *mvccpb.KeyValue) bool {
 	return prev != nil && prev.CreateRevision < a.e.token && prev.ModRevision > prev.CreateRevision &&
-		kindOfName(string(prev.Key)) == exclusive
+		backend.HoldsAlone(kindOfName(string(prev.Key)))
 }
 
 // waitAny blocks until the incarnation of one of keys that existed at
