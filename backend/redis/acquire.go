@@ -144,17 +144,8 @@ func (a *acquisition) lockedError() error {
 // overtake it); it is not retried, and after a failure (or Close) the
 // record keeps the time the claim joined.
 func (b *Backend) recordAcquired(id string, token uint64, keys []string, at time.Time) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.psClosed {
-		return // Close is waiting for b.wg
-	}
-	args := make([]any, 0, 7+len(keys))
-	args = append(args, b.lay.tag, id, strconv.FormatUint(token, 10), 0, "0", strconv.FormatInt(at.UnixMilli(), 10), len(keys))
-	for _, k := range keys {
-		args = append(args, k)
-	}
-	b.wg.Go(func() {
+	args := b.admitArgs(id, token, 0, false, strconv.FormatInt(at.UnixMilli(), 10), keys)
+	b.spawn(func() {
 		ctx, cancel := context.WithTimeout(b.bg, cleanupTimeout)
 		defer cancel()
 		if err := admitScript.Run(ctx, b.c, []string{b.lay.token()}, args...).Err(); err != nil && ctx.Err() == nil {
@@ -182,12 +173,7 @@ func (b *Backend) discard(id string, keys []string) {
 	}
 	b.log.Warn("redis: removing the claim of a failed acquire failed; trying again in the background",
 		"key", keys[0], "error", err)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.psClosed {
-		return // Close is waiting for b.wg
-	}
-	b.wg.Go(func() { backend.Retry(b.done, false, func() bool { return try() == nil }) })
+	b.spawn(func() { backend.Retry(b.done, false, func() bool { return try() == nil }) })
 }
 
 func flag(b bool) string {

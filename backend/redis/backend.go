@@ -168,6 +168,17 @@ func (b *Backend) Close() error {
 	return nil
 }
 
+// spawn runs f on a goroutine of the Backend's, which Close waits for,
+// unless Close has begun: then f does not run. Under b.mu, so that no
+// goroutine starts once Close waits.
+func (b *Backend) spawn(f func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.psClosed {
+		b.wg.Go(f)
+	}
+}
+
 // closedErr returns an error wrapping ErrClosed once Close has been called.
 func (b *Backend) closedErr(op string) error {
 	select {

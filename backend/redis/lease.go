@@ -93,16 +93,7 @@ func (b *Backend) Revoke(ctx context.Context, id backend.LeaseID) error {
 // never called on a caller's goroutine, which may hold locks of its own
 // (the client's watchdog renews and revokes).
 func (b *Backend) goLeaseGone(id backend.LeaseID) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.psClosed {
-		return
-	}
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		b.leaseGone(id)
-	}()
+	b.spawn(func() { b.leaseGone(id) })
 }
 
 // leaseGone handles the end of lease id, however it was learnt: waiters
@@ -115,19 +106,11 @@ func (b *Backend) leaseGone(id backend.LeaseID) {
 	if !interested {
 		return
 	}
-	// Under b.mu, so that no reaper starts once Close waits for them.
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.psClosed {
-		return
-	}
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
+	b.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
 		if err := reapScript.Run(ctx, b.c, []string{b.lay.token()}, b.lay.tag, strconv.FormatInt(int64(id), 10)).Err(); err != nil {
 			b.log.Debug("redis: reaping an ended lease failed; its claims go at the next read of their keys", "lease", int64(id), "error", err)
 		}
-	}()
+	})
 }

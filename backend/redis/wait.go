@@ -257,6 +257,18 @@ func (b *Backend) queues(ctx context.Context, keys []string, upto string) ([][]q
 	return qs, at, nil
 }
 
+// admitArgs are admitScript's arguments for claim id with token at keys:
+// the permit it takes, whether the highest stamp is wanted, and at, the
+// acquisition time in ms, or "" for the server's clock now.
+func (b *Backend) admitArgs(id string, token uint64, permit int, wantStamp bool, at string, keys []string) []any {
+	args := make([]any, 0, 7+len(keys))
+	args = append(args, b.lay.tag, id, strconv.FormatUint(token, 10), permit, flag(wantStamp), at, len(keys))
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	return args
+}
+
 // placed reports whether the claim, own as read, holds as soon as the rule
 // finds it free, without a write: its enqueue recorded it as admitted
 // (placed, see enqueueScript), it takes no permit, and no stamp needs
@@ -267,11 +279,7 @@ func (a *acquisition) placed(own queued) bool {
 
 // admit records that the claim holds its keys with permit.
 func (a *acquisition) admit(ctx context.Context, permit int) error {
-	args := make([]any, 0, 7+len(a.keys))
-	args = append(args, a.b.lay.tag, a.req.ID, strconv.FormatUint(a.token, 10), permit, flag(a.req.Stamp != nil), "", len(a.keys))
-	for _, k := range a.keys {
-		args = append(args, k)
-	}
+	args := a.b.admitArgs(a.req.ID, a.token, permit, a.req.Stamp != nil, "", a.keys)
 	v, err := admitScript.Run(ctx, a.b.c, []string{a.b.lay.token()}, args...).Slice()
 	if err != nil {
 		return a.b.fail(ctx, "acquire", err)
