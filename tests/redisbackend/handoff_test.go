@@ -26,7 +26,7 @@ func TestHandoffCostIsConstant(t *testing.T) {
 			var calls atomic.Int64
 			rc := srv.Client()
 			defer rc.Close()
-			rc.AddHook(countCalls{&calls})
+			rc.AddHook(countCalls{n: &calls})
 			prefix := redistest.Prefix()
 			b, err := redisb.New(ctx, rc, redisb.WithPrefix(prefix))
 			require.NoError(t, err)
@@ -150,9 +150,11 @@ func awaitChannels(t *testing.T, c *goredis.Client, prefix string, want map[stri
 // whenever requests overlap, as the record of an acquisition time sent
 // after Acquire has returned may overlap the next release, and that is no
 // request of the Backend's.
-type countCalls struct{ n *atomic.Int64 }
+type countCalls struct {
+	processOnly
+	n *atomic.Int64
+}
 
-func (c countCalls) DialHook(next goredis.DialHook) goredis.DialHook { return next }
 func (c countCalls) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []goredis.Cmder) error {
 		for _, cmd := range cmds {
@@ -225,15 +227,12 @@ func TestPlacedHandoffWaitsForNoWrite(t *testing.T) {
 // holdBack holds every command naming claim id but its enqueue (the one
 // with mode "fair") until open is closed.
 type holdBack struct {
+	processOnly
 	id   string
 	open chan struct{}
 	held atomic.Int64
 }
 
-func (h *holdBack) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-func (h *holdBack) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return next
-}
 func (h *holdBack) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
 		args := cmd.Args()

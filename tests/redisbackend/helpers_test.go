@@ -190,6 +190,30 @@ func backendVia(ctx context.Context, t *testing.T, addr, prefix string, opts ...
 	return b
 }
 
+// hookedBackend returns a Backend on prefix whose client runs hooks,
+// added in the order given; both are closed at the test's end.
+func hookedBackend(ctx context.Context, t *testing.T, prefix string, hooks ...goredis.Hook) *redisb.Backend {
+	t.Helper()
+	c := srv.Client()
+	t.Cleanup(func() { _ = c.Close() })
+	for _, h := range hooks {
+		c.AddHook(h)
+	}
+	b, err := redisb.New(ctx, c, redisb.WithPrefix(prefix))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// processOnly is the part of a test's go-redis hook that lets dials and
+// pipelines pass: the hooks here look at single commands.
+type processOnly struct{}
+
+func (processOnly) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (processOnly) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
 func newBackendPrefix(t *testing.T, prefix string) (*redisb.Backend, *goredis.Client, string) {
 	t.Helper()
 	c := client(t)

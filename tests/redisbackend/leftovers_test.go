@@ -13,7 +13,6 @@ import (
 
 	"github.com/ash-lock/ashlock/backend"
 	redisb "github.com/ash-lock/ashlock/backend/redis"
-	"github.com/ash-lock/ashlock/tests/redistest"
 )
 
 // A cancelled wait leaves no key behind, of any kind of request.
@@ -57,22 +56,12 @@ func TestCancelledWaitsLeaveNoKey(t *testing.T) {
 // leaves nothing either: the claim is found by its ID and removed.
 func TestLostReplyLeavesNoKey(t *testing.T) {
 	ctx := ctxFor(t)
-	rc := client(t)
-	prefix := redistest.Prefix()
-	b, err := redisb.New(ctx, rc, redisb.WithPrefix(prefix))
-	require.NoError(t, err)
-	defer b.Close()
+	b, rc, prefix := newBackend(t)
 	l := grant(t, b, time.Minute)
-
-	lossy := srv.Client()
-	defer lossy.Close()
-	lossy.AddHook(dropReplies{})
-	lb, err := redisb.New(ctx, lossy, redisb.WithPrefix(prefix))
-	require.NoError(t, err)
-	defer lb.Close()
+	lb := hookedBackend(ctx, t, prefix, dropReplies{})
 
 	warm(t, b, l)
-	_, err = lb.Acquire(ctx, request("lost", l, "L"))
+	_, err := lb.Acquire(ctx, request("lost", l, "L"))
 	assert.ErrorIs(t, err, backend.ErrUnavailable)
 	onlyCounters(t, rc, prefix, l.ID)
 }
@@ -81,25 +70,14 @@ func TestLostReplyLeavesNoKey(t *testing.T) {
 // the background: the claim goes long before its lease would end.
 func TestFailedCleanupIsRetried(t *testing.T) {
 	ctx := ctxFor(t)
-	rc := client(t)
-	prefix := redistest.Prefix()
-	b, err := redisb.New(ctx, rc, redisb.WithPrefix(prefix))
-	require.NoError(t, err)
-	defer b.Close()
+	b, rc, prefix := newBackend(t)
 	l := grant(t, b, time.Hour)
-
-	lossy := srv.Client()
-	defer lossy.Close()
 	var fails atomic.Int32
 	fails.Store(2)
-	lossy.AddHook(failCleanups{&fails})
-	lossy.AddHook(dropReplies{})
-	lb, err := redisb.New(ctx, lossy, redisb.WithPrefix(prefix))
-	require.NoError(t, err)
-	defer lb.Close()
+	lb := hookedBackend(ctx, t, prefix, failCleanups{n: &fails}, dropReplies{})
 
 	warm(t, b, l)
-	_, err = lb.Acquire(ctx, request("lost", l, "L"))
+	_, err := lb.Acquire(ctx, request("lost", l, "L"))
 	assert.ErrorIs(t, err, backend.ErrUnavailable)
 	require.Eventually(t, func() bool {
 		return len(keysUnder(t, rc, prefix)) == 3 // the two counters and the lease
@@ -110,12 +88,11 @@ func TestFailedCleanupIsRetried(t *testing.T) {
 
 // failCleanups fails the cleanup's script runs (see isRelease) while n is
 // above zero, without sending them.
-type failCleanups struct{ n *atomic.Int32 }
-
-func (failCleanups) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-func (failCleanups) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return next
+type failCleanups struct {
+	processOnly
+	n *atomic.Int32
 }
+
 func (f failCleanups) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
 		if n := cmd.Name(); (n == "evalsha" || n == "eval") && isRelease(cmd) && f.n.Add(-1) >= 0 {
@@ -141,12 +118,8 @@ func warm(t *testing.T, b *redisb.Backend, l backend.Lease) {
 var errDropped = errors.New("reply dropped")
 
 // dropReplies runs every script and then loses its reply.
-type dropReplies struct{}
+type dropReplies struct{ processOnly }
 
-func (dropReplies) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-func (dropReplies) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return next
-}
 func (dropReplies) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
 		err := next(ctx, cmd)

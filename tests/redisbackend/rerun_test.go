@@ -10,9 +10,6 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	redisb "github.com/ash-lock/ashlock/backend/redis"
-	"github.com/ash-lock/ashlock/tests/redistest"
 )
 
 // An enqueue run again under the same claim ID (a client resending a
@@ -25,21 +22,12 @@ func TestRerunEnqueueFindsItsClaim(t *testing.T) {
 	for _, behind := range []bool{false, true} {
 		t.Run(fmt.Sprint("behind=", behind), func(t *testing.T) {
 			ctx := ctxFor(t)
-			rc := client(t)
-			prefix := redistest.Prefix()
-			b, err := redisb.New(ctx, rc, redisb.WithPrefix(prefix))
-			require.NoError(t, err)
-			defer b.Close()
+			b, rc, prefix := newBackend(t)
 			l := grant(t, b, time.Minute)
 			warm(t, b, l)
 
 			rerun := &rerunEnqueue{owner: "L", ran: make(chan struct{}), resume: make(chan struct{})}
-			twice := srv.Client()
-			defer twice.Close()
-			twice.AddHook(rerun)
-			lb, err := redisb.New(ctx, twice, redisb.WithPrefix(prefix))
-			require.NoError(t, err)
-			defer lb.Close()
+			lb := hookedBackend(ctx, t, prefix, rerun)
 
 			holder, err := b.Acquire(ctx, request("rerun", l, "H"))
 			require.NoError(t, err)
@@ -103,6 +91,7 @@ func TestRerunEnqueueFindsItsClaim(t *testing.T) {
 // is closed, runs it again and returns the second reply, as go-redis does
 // when it retries a command whose reply it lost.
 type rerunEnqueue struct {
+	processOnly
 	owner       string
 	ran, resume chan struct{}
 	once        sync.Once
@@ -116,10 +105,6 @@ func (r *rerunEnqueue) done() bool {
 	return r.twice
 }
 
-func (r *rerunEnqueue) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-func (r *rerunEnqueue) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return next
-}
 func (r *rerunEnqueue) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
 		args := cmd.Args()
