@@ -56,16 +56,26 @@
 //
 // A plain claim (exclusive or shared, one key, no stamp) is recorded as
 // admitted when it joins its queue, since only the claims ahead keep it
-// from holding. When the claim it waits for leaves, it reads its queue
-// (a script that writes nothing, so it waits for no fsync of its own) and
-// holds as soon as the rule finds it free: the release ahead is the
-// handoff's only write on the way. The time it came to hold, the server's
-// clock at that read and Claim.AcquiredAt, is written after Acquire has
-// returned, compared on the claim's identity (so it changes nothing once
-// the claim has gone). Until that write lands, and for good if it fails,
-// Inspect and Observe show such a holder with the time it joined the queue
-// as its AcquiredAt. Counted, multi-key and stamped claims record their
-// admission (permit, stamp) in a script run before Acquire returns.
+// from holding. When the claim just ahead of it leaves from the head of
+// the queue, the departure says so, with the server's clock: nothing is
+// ahead of the claim from then on (claims only join at the back), and it
+// holds on hearing it, without a request of its own; the release ahead is
+// the handoff's only request on the way. After any other wake-up it reads
+// its queue (a script that writes nothing, so it waits for no fsync of its
+// own) and holds as soon as the rule finds it free. The time it came to
+// hold, the server's clock at that release or read and Claim.AcquiredAt,
+// is written after Acquire has returned, compared on the claim's identity
+// (so it changes nothing once the claim has gone). Until that write lands,
+// and for good if it fails, Inspect and Observe show such a holder with
+// the time it joined the queue as its AcquiredAt. Counted, multi-key and
+// stamped claims record their admission (permit, stamp) in a script run
+// before Acquire returns.
+//
+// A claim that holds on hearing the release has not read its own claim:
+// its presence rests on its lease, which alone removes it (besides its own
+// release). A lease the server let expire is past the client's own
+// deadline for it too, so the client refuses the guard's token; a lease
+// deleted is heard on the same connection before any later release.
 //
 // A claim that joins lists only the claims ahead of it that package
 // backend's Ahead names (for an exclusive claim, the one just ahead), and

@@ -21,15 +21,9 @@ type enqueueReply struct {
 
 // enqueue runs enqueueScript in mode ("fair" or "cond", see there).
 func (a *acquisition) enqueue(ctx context.Context, mode string, permit int, expect []string) (enqueueReply, error) {
-	placed := "0"
-	if a.req.Keys == nil && !a.kind.Counted() {
-		// Nothing but the claims ahead keeps such a claim from holding:
-		// its place in the queue is its admission.
-		placed = "1"
-	}
 	args := make([]any, 0, 13+2*len(a.keys))
 	args = append(args, a.b.lay.tag, a.req.ID, int64(a.req.Lease), a.kind.Permits, flag(a.kind.Shared), mode, permit,
-		a.req.Owner, a.req.Value, flag(a.req.Stamp != nil), placed, backend.Ahead(a.kind), len(a.keys))
+		a.req.Owner, a.req.Value, flag(a.req.Stamp != nil), flag(a.placedOnJoin()), backend.Ahead(a.kind), len(a.keys))
 	for _, k := range a.keys {
 		args = append(args, k)
 	}
@@ -79,6 +73,11 @@ func (a *acquisition) enqueue(ctx context.Context, mode string, permit int, expe
 	}
 	return r, nil
 }
+
+// placedOnJoin reports whether the claim is recorded as admitted when it
+// joins: nothing but the claims ahead keeps a claim on one key that takes
+// no permit from holding, so its place in the queue is its admission.
+func (a *acquisition) placedOnJoin() bool { return a.req.Keys == nil && !a.kind.Counted() }
 
 // refused turns a reply that added nothing into the Acquire's error.
 func (a *acquisition) refused(r enqueueReply) error {

@@ -208,11 +208,8 @@ func (b *Backend) dispatch(m *goredis.Message) {
 			b.reg.keyMessage(key, km)
 			return
 		}
-		what, rest, _ := strings.Cut(m.Payload, " ")
-		tok, key, ok := strings.Cut(rest, " ")
-		token, err := strconv.ParseUint(tok, 10, 64)
-		if ok && err == nil && len(what) == 1 {
-			b.reg.event(claimEvent{key: key, token: token}, what[0])
+		if e, what, head, ok := parseClaimMessage(m.Payload); ok {
+			b.reg.event(e, what, head)
 		}
 		return
 	}
@@ -222,4 +219,29 @@ func (b *Backend) dispatch(m *goredis.Message) {
 	if id, ok := b.lay.leaseOf(m.Channel); ok {
 		b.leaseGone(id)
 	}
+}
+
+// parseClaimMessage reads a message of a claim's channel (see scripts.go):
+// the claim, what happened to it (admitted or departed), and for a
+// departure from the head of its queue the server's clock then (zero
+// otherwise).
+func parseClaimMessage(p string) (e claimEvent, what byte, head time.Time, ok bool) {
+	w, rest, _ := strings.Cut(p, " ")
+	tok, rest, ok := strings.Cut(rest, " ")
+	if !ok || len(w) != 1 {
+		return e, 0, head, false
+	}
+	token, err := strconv.ParseUint(tok, 10, 64)
+	if err != nil {
+		return e, 0, head, false
+	}
+	what = w[0]
+	if what == 'h' {
+		ms, key, found := strings.Cut(rest, " ")
+		if head, err = parseMillis(ms); !found || err != nil {
+			return e, 0, time.Time{}, false
+		}
+		what, rest = departed, key
+	}
+	return claimEvent{key: rest, token: token}, what, head, true
 }

@@ -25,9 +25,13 @@ import goredis "github.com/redis/go-redis/v9"
 // Each admission and departure of a claim, "<a|d> <token> <key>", goes to
 // the claim's channel {p}e:<token>, which its waiters hear; a claim
 // admitted as it joins has no waiters yet (its token is new), so that
-// admission is not sent. Every change at a key goes to the key's channel
-// {p}k:<key>, which its observers hear: one message per key and script
-// run, published as the run ends, one entry per change in the order made,
+// admission is not sent. A departure from the head of the queue (no claim
+// ahead of it at that moment) is "h <token> <server ms> <key>": claims
+// only join at the back, so the claim just behind it has nothing ahead
+// from then on (see wait.go's handedOff). Every change at a key goes to
+// the key's channel {p}k:<key>, which its observers hear: one message per
+// key and script run, published as the run ends, one entry per change in
+// the order made,
 //
 //	"<kind> <head> <body len>\n<body>"
 //
@@ -72,9 +76,12 @@ local function newtoken()
   redis.call('SET', KEYS[1], t)
   return t
 end
--- claimev tells a claim's waiters of its admission or departure.
+-- claimev tells a claim's waiters of its admission or departure; a
+-- departure from the head of its queue carries the server's clock in ms.
 local function claimev(what, token, key)
-  redis.call('PUBLISH', tag .. 'e:' .. token, what .. ' ' .. token .. ' ' .. key)
+  local at = ''
+  if what == 'h' then at = fmt(math.floor(now_us() / 1000)) .. ' ' end
+  redis.call('PUBLISH', tag .. 'e:' .. token, what .. ' ' .. token .. ' ' .. at .. key)
 end
 -- keyev records a change at key for its observers; flush publishes them.
 local keyevs, evkeys = {}, {}
@@ -108,14 +115,15 @@ end
 -- drop removes claim id at key, whatever its token, and reports its
 -- departure. m is its record if the caller has read it already.
 local function drop(key, id, m)
-  local c = tag .. 'c:' .. key
+  local c, q = tag .. 'c:' .. key, tag .. 'q:' .. key
   m = m or redis.call('HGET', c, id)
-  redis.call('ZREM', tag .. 'q:' .. key, id)
+  local head = redis.call('ZRANK', q, id) == 0
+  redis.call('ZREM', q, id)
   redis.call('HDEL', c, id)
   local r = m and parse(m)
   if r then
     redis.call('SREM', tag .. 'lc:' .. r.l, id .. '\n' .. key)
-    claimev('d', r.t, key)
+    claimev(head and 'h' or 'd', r.t, key)
     keyev(key, 'd', r.t)
   end
   return r ~= nil

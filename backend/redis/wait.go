@@ -26,7 +26,7 @@ func (a *acquisition) queue(ctx context.Context) error {
 	case "queued":
 		a.token = r.token
 		for i := range r.queues {
-			r.queues[i] = append(r.queues[i], queued{id: a.req.ID, token: r.token, kind: a.kind, permit: backend.NoPermit})
+			r.queues[i] = append(r.queues[i], queued{id: a.req.ID, token: r.token, kind: a.kind, admitted: a.placedOnJoin(), permit: backend.NoPermit})
 		}
 	case "exists":
 		// A claim under our ID that a lost reply of this request added.
@@ -55,9 +55,10 @@ func (a *acquisition) wait(ctx context.Context, qs [][]queued) error {
 		if w.free && a.placed(own) && !readAt.IsZero() {
 			// Already recorded as admitted, and nothing but its place in
 			// the queue stood between it and holding: the read that found
-			// it free is its handoff. The time goes to Redis after the
-			// fact (see Acquire), so that the release ahead stays the
-			// handoff's only write.
+			// it free, or the release it heard (handedOff), is its
+			// handoff. The time goes to Redis after the fact (see
+			// Acquire), so that the release ahead stays the handoff's only
+			// write.
 			a.at, a.permit, a.recordAt = readAt, 0, true
 			return nil
 		}
@@ -72,7 +73,8 @@ func (a *acquisition) wait(ctx context.Context, qs [][]queued) error {
 			}
 			return a.admit(ctx, permit)
 		}
-		if err := a.sleep(ctx, w); err != nil {
+		h, err := a.sleep(ctx, w)
+		if err != nil {
 			return err
 		}
 		// Woken only because the server confirmed the subscriptions
@@ -89,9 +91,13 @@ func (a *acquisition) wait(ctx context.Context, qs [][]queued) error {
 			if !same {
 				break
 			}
-			if err := a.sleep(ctx, w); err != nil {
+			if h, err = a.sleep(ctx, w); err != nil {
 				return err
 			}
+		}
+		if q, ok := a.handedOff(qs, h); ok {
+			qs, readAt = q, h.at
+			continue
 		}
 		if qs, readAt, err = a.read(ctx); err != nil {
 			return err
@@ -196,10 +202,11 @@ func (s *standing) add(key string, c queued, admission bool) {
 
 // sleep waits for one of the events s names, the end of the earliest lease
 // among them, ctx's end or Close. It returns at once when such an event
-// came while the queues were being read.
-func (a *acquisition) sleep(ctx context.Context, s standing) error {
+// came while the queues were being read. It returns the departure from the
+// head of its queue of a claim in s.want, if one was heard.
+func (a *acquisition) sleep(ctx context.Context, s standing) (handoff, error) {
 	if !a.b.reg.arm(a.w, s.want, s.leases) {
-		return nil
+		return handoff{}, nil
 	}
 	var expiry <-chan time.Time
 	if s.soon >= 0 {
@@ -213,12 +220,36 @@ func (a *acquisition) sleep(ctx context.Context, s standing) error {
 	case <-a.w.wake:
 	case <-expiry:
 	case <-ctx.Done():
-		return fmt.Errorf("redis acquire %q: %w", a.req.Key, backend.ContextError(ctx))
+		return handoff{}, fmt.Errorf("redis acquire %q: %w", a.req.Key, backend.ContextError(ctx))
 	case <-a.b.done:
-		return a.b.closedErr("acquire")
+		return handoff{}, a.b.closedErr("acquire")
 	}
-	a.b.reg.disarm(a.w)
-	return nil
+	return a.b.reg.disarm(a.w), nil
+}
+
+// handedOff returns the claim's queue up to itself after h, the departure
+// of the claim just ahead of it in qs from the head of the queue: the claim
+// alone. Nothing was ahead of that claim then, and claims only join at the
+// back (tokens only grow), so nothing is ahead of this one from then on;
+// the rule is asked of that queue as of one read, without a read. It holds
+// for one key only (the others may not be free); the claim's own presence,
+// which a read would confirm, rests on its lease: its claims leave only
+// with it or by its release, and a lease the server let expire is past the
+// client's own deadline too (guarantee 3), so a guard on it is refused.
+func (a *acquisition) handedOff(qs [][]queued, h handoff) ([][]queued, bool) {
+	if h.at.IsZero() || len(qs) != 1 || h.key != a.keys[0] {
+		return nil, false
+	}
+	q := qs[0]
+	for i := 1; i < len(q); i++ {
+		if q[i].id == a.req.ID && q[i].token == a.token {
+			if q[i-1].token != h.token {
+				return nil, false
+			}
+			return [][]queued{{q[i]}}, true
+		}
+	}
+	return nil, false
 }
 
 // read reads the claim's keys' queues up to the claim itself (the claims

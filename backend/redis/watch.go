@@ -86,7 +86,16 @@ type watcher struct {
 	leases     []backend.LeaseID
 	seen       []heard
 	seenLeases []backend.LeaseID
-	stale      bool // a resubscription happened while disarmed
+	stale      bool    // a resubscription happened while disarmed
+	handoff    handoff // a claim it waits for that left the head of its queue while armed
+}
+
+// handoff is the departure of a claim from the head of its queue, and the
+// server's clock then: from that moment the claim just behind it has no
+// claim ahead (see wait.go's handedOff).
+type handoff struct {
+	claimEvent
+	at time.Time // zero: none heard
 }
 
 // heard is an event a disarmed watcher heard.
@@ -171,11 +180,15 @@ func (r *registry) unwatchLocked(w *watcher) {
 	}
 }
 
-// disarm starts a read: from now on w records what it hears.
-func (r *registry) disarm(w *watcher) {
+// disarm starts a read: from now on w records what it hears. It returns
+// the departure from the head of its queue of a claim w waited for, if w
+// heard one while armed.
+func (r *registry) disarm(w *watcher) handoff {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	h := w.handoff
 	r.disarmLocked(w)
+	return h
 }
 
 func (r *registry) disarmLocked(w *watcher) {
@@ -231,7 +244,7 @@ func (r *registry) armLocked(w *watcher, want []wanted, leases []backend.LeaseID
 		set[e.claimEvent] = set[e.claimEvent] || e.admission
 	}
 	delete(r.disarmed, w)
-	w.armed, w.want, w.leases, w.woke = true, set, leases, 0
+	w.armed, w.want, w.leases, w.woke, w.handoff = true, set, leases, 0, handoff{}
 	for _, l := range leases {
 		m := r.byLease[l]
 		if m == nil {
@@ -279,10 +292,11 @@ const (
 )
 
 // event dispatches what happened to a claim, admitted or departed, heard
-// on the claim's channel. A waiter wakes for the departure of a claim it
-// waits for, and for its admission only if it said so. Observes take the
-// key's channel instead (see observers.go).
-func (r *registry) event(e claimEvent, what byte) {
+// on the claim's channel; head is the server's clock at a departure from
+// the head of the queue, zero otherwise. A waiter wakes for the departure
+// of a claim it waits for, and for its admission only if it said so.
+// Observes take the key's channel instead (see observers.go).
+func (r *registry) event(e claimEvent, what byte, head time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for w := range r.byKey[e.key] {
@@ -294,6 +308,9 @@ func (r *registry) event(e claimEvent, what byte) {
 		case !w.armed:
 			w.hear(e, what)
 		case waited && (what == departed || admissionToo):
+			if what == departed && !head.IsZero() {
+				w.handoff = handoff{e, head}
+			}
 			w.wakeFor(wokeEvent)
 		}
 	}

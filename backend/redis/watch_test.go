@@ -3,6 +3,7 @@ package redis
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -33,17 +34,17 @@ func TestEventsWakeOnlyTheWaitersTheyConcern(t *testing.T) {
 	assert.True(t, r.arm(obs, nil, nil))
 	assert.True(t, r.arm(other, nil, nil))
 
-	r.event(ev("k", 1), admitted)
+	r.event(ev("k", 1), admitted, time.Time{})
 	assert.False(t, woken(next), "an exclusive waiter woken by the admission of the claim ahead")
 	assert.True(t, woken(counted), "a counted waiter not woken by the admission it waits for")
 	assert.False(t, woken(obs), "an observer woken by a claim's channel")
 
-	r.event(ev("k", 1), departed)
+	r.event(ev("k", 1), departed, time.Time{})
 	assert.True(t, woken(next))
 	assert.False(t, woken(later), "a waiter further back woken by a departure it does not wait for")
 	assert.False(t, woken(other), "an observer of another key woken")
 
-	r.event(ev("k", 2), departed)
+	r.event(ev("k", 2), departed, time.Time{})
 	assert.False(t, woken(obs), "an observer woken by a claim's channel")
 	assert.True(t, woken(later))
 }
@@ -51,17 +52,17 @@ func TestEventsWakeOnlyTheWaitersTheyConcern(t *testing.T) {
 func TestEventsHeardDuringAReadAreNotMissed(t *testing.T) {
 	r := newRegistry(layout{tag: "{t}"}, nil)
 	w := r.watch([]string{"k"}, false)
-	r.event(ev("k", 7), departed) // while the waiter reads
-	r.event(ev("k", 8), admitted)
+	r.event(ev("k", 7), departed, time.Time{}) // while the waiter reads
+	r.event(ev("k", 8), admitted, time.Time{})
 	assert.False(t, r.arm(w, []wanted{{ev("k", 7), false, false}}, nil), "the read may have missed a departure it waits for")
 	// arm cleared what it had heard: the next read starts afresh.
 	assert.True(t, r.arm(w, []wanted{{ev("k", 7), false, false}}, nil))
 
 	r.disarm(w)
-	r.event(ev("k", 8), admitted)
+	r.event(ev("k", 8), admitted, time.Time{})
 	assert.True(t, r.arm(w, []wanted{{ev("k", 8), false, false}}, nil), "an admission it does not wait for")
 	r.disarm(w)
-	r.event(ev("k", 8), admitted)
+	r.event(ev("k", 8), admitted, time.Time{})
 	assert.False(t, r.arm(w, []wanted{{ev("k", 8), true, false}}, nil), "an admission it waits for")
 
 	r.disarm(w)
@@ -75,7 +76,7 @@ func TestEventsHeardDuringAReadAreNotMissed(t *testing.T) {
 
 	r.disarm(w)
 	for i := range maxSeen + 1 {
-		r.event(ev("k", uint64(100+i)), departed)
+		r.event(ev("k", uint64(100+i)), departed, time.Time{})
 	}
 	assert.False(t, r.arm(w, nil, nil), "too much heard: read again")
 	r.unwatch(w)
@@ -176,7 +177,7 @@ func TestWaitersSubscribeToTheClaimsTheyWaitForAndReadAgainOnceConfirmed(t *test
 	r.disarm(a)
 	assert.True(t, r.arm(a, []wanted{{ev("k", 1), false, false}}, nil))
 	assert.False(t, r.onlyConfirmed(a), "arm keeps the last wake's reason")
-	r.event(ev("k", 1), departed)
+	r.event(ev("k", 1), departed, time.Time{})
 	assert.True(t, woken(a))
 	assert.False(t, r.onlyConfirmed(a), "an event taken for a confirmation")
 
@@ -296,4 +297,53 @@ func TestAGapStartsAtTheLastPingAnswered(t *testing.T) {
 	r.resubscribed()
 	assert.Equal(t, []inboxItem{{resync: true, from: r.verified}}, r.take(o))
 	r.dropObserver(o)
+}
+
+func TestAHeadDepartureIsKeptForTheWaiterThatWaitedForIt(t *testing.T) {
+	r := newRegistry(layout{tag: "{t}"}, nil)
+	w := r.watch([]string{"k"}, false)
+	at := time.UnixMilli(1_700_000_000_123)
+
+	// Heard while armed, of a claim it waits for: kept until disarm.
+	assert.True(t, r.arm(w, []wanted{{ev("k", 1), false, false}}, nil))
+	r.event(ev("k", 1), departed, at)
+	assert.True(t, woken(w))
+	assert.Equal(t, handoff{ev("k", 1), at}, r.disarm(w))
+
+	// Arming again forgets it; a departure that was not from the head, or
+	// of a claim it does not wait for, is none.
+	assert.True(t, r.arm(w, []wanted{{ev("k", 2), false, false}}, nil))
+	r.event(ev("k", 1), departed, at)
+	r.event(ev("k", 2), departed, time.Time{})
+	assert.True(t, woken(w))
+	assert.Zero(t, r.disarm(w))
+
+	// Heard while disarmed (during a read): the read that follows tells.
+	r.event(ev("k", 2), departed, at)
+	assert.False(t, r.arm(w, []wanted{{ev("k", 2), false, false}}, nil))
+	assert.Zero(t, r.disarm(w))
+}
+
+func TestParseClaimMessage(t *testing.T) {
+	e, what, head, ok := parseClaimMessage("d 42 a key")
+	assert.True(t, ok)
+	assert.Equal(t, ev("a key", 42), e)
+	assert.Equal(t, byte(departed), what)
+	assert.True(t, head.IsZero())
+
+	e, what, head, ok = parseClaimMessage("h 42 1700000000123 a key")
+	assert.True(t, ok)
+	assert.Equal(t, ev("a key", 42), e)
+	assert.Equal(t, byte(departed), what, "a departure from the head is a departure")
+	assert.Equal(t, time.UnixMilli(1_700_000_000_123), head)
+
+	e, what, _, ok = parseClaimMessage("a 7 k")
+	assert.True(t, ok)
+	assert.Equal(t, ev("k", 7), e)
+	assert.Equal(t, byte(admitted), what)
+
+	for _, bad := range []string{"", "d", "d 42", "dd 42 k", "d x k", "h 42 k", "h 42 x k"} {
+		_, _, _, ok := parseClaimMessage(bad)
+		assert.False(t, ok, bad)
+	}
 }

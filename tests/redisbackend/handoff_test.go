@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -177,10 +179,11 @@ func (c countCalls) count(cmd goredis.Cmder) {
 
 var _ backend.Backend = (*redisb.Backend)(nil)
 
-// The handoff of a plain exclusive claim is the release alone: the woken
-// waiter holds once a read finds it free, without waiting for a write of
-// its own. Its acquisition time reaches Redis afterwards; until then
-// Inspect shows it holding since it joined the queue.
+// The handoff of a plain exclusive claim is the release alone: the waiter
+// just behind holds once it hears that the holder left the head of the
+// queue, without a read or a write of its own. Its acquisition time
+// reaches Redis afterwards; until then Inspect shows it holding since it
+// joined the queue.
 func TestPlacedHandoffWaitsForNoWrite(t *testing.T) {
 	ctx := ctxFor(t)
 	hb, _, prefix := newBackend(t)
@@ -191,6 +194,8 @@ func TestPlacedHandoffWaitsForNoWrite(t *testing.T) {
 	req := request("placed", backend.Lease{}, "W")
 	gate := &holdBack{id: req.ID, open: make(chan struct{})}
 	wc.AddHook(gate)
+	sent := &sentArgs{}
+	wc.AddHook(sent) // after the gate: what it holds back is not sent yet
 	wb, err := redisb.New(ctx, wc, redisb.WithPrefix(prefix))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = wb.Close() })
@@ -206,6 +211,10 @@ func TestPlacedHandoffWaitsForNoWrite(t *testing.T) {
 	// acquisition time, its release) waits at the gate.
 	c := p.await(t)
 	assert.Equal(t, joined, c.Token)
+	// A read of its queue would name its own token, the highest to list.
+	for _, args := range sent.all() {
+		assert.NotContains(t, args, strconv.FormatUint(joined, 10), "the waiter read its queue: %v", args)
+	}
 	info, err = hb.Inspect(ctx, "placed")
 	require.NoError(t, err)
 	require.True(t, info.Held)
@@ -222,6 +231,32 @@ func TestPlacedHandoffWaitsForNoWrite(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, wb.Release(ctx, c))
+}
+
+// sentArgs keeps the arguments of every command a client sends, as text.
+type sentArgs struct {
+	processOnly
+	mu   sync.Mutex
+	args [][]string
+}
+
+func (s *sentArgs) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		var args []string
+		for _, a := range cmd.Args() {
+			args = append(args, fmt.Sprint(a))
+		}
+		s.mu.Lock()
+		s.args = append(s.args, args)
+		s.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+
+func (s *sentArgs) all() [][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.args)
 }
 
 // holdBack holds every command naming claim id but its enqueue (the one

@@ -56,9 +56,8 @@ type handoffSetup func(b *testing.B, ctr *counter, prefix string, n int) []cycle
 // is not a peer either but the physical bound (see floorHandoff): the
 // very commands of an ashlock handoff sent back to back by one client,
 // the rate handoffs would go at if waking the next holder were free.
-// Each implementation's row also gives floor-handoffs/s and
-// write-floor-handoffs/s, the floor's rates measured just before and
-// just after it (b.N floor handoffs each; the server's fsync time swings
+// Each implementation's row also gives floor-handoffs/s, the floor's
+// rate measured just before and just after it (b.N floor handoffs each; the server's fsync time swings
 // with the machine's other disk work), and x-floor, its rate over the
 // floor's. subcmds/handoff counts the commands of Pub/Sub subscribers (SUBSCRIBE,
 // UNSUBSCRIBE, PING), which go-redis hooks do not see, from the server's
@@ -181,17 +180,17 @@ func redislockContenders(b *testing.B, ctr *counter, prefix string, n int) []cyc
 // floorTime adds up floor runs of b.N handoffs each, made around an
 // implementation's run.
 type floorTime struct {
-	chain, writes time.Duration
-	handoffs      int
+	chain    time.Duration
+	handoffs int
 }
 
 func (t *floorTime) add(b *testing.B, f *floor) {
 	b.Helper()
-	c, w, err := f.measure(runCtx(b), b.N)
+	c, err := f.measure(runCtx(b), b.N)
 	if err != nil {
 		b.Fatal(err)
 	}
-	t.chain, t.writes, t.handoffs = t.chain+c, t.writes+w, t.handoffs+b.N
+	t.chain, t.handoffs = t.chain+c, t.handoffs+b.N
 }
 
 // report reports the floor's rates beside the implementation's, reading
@@ -199,7 +198,6 @@ func (t *floorTime) add(b *testing.B, f *floor) {
 func (t *floorTime) report(b *testing.B) {
 	floorRate := float64(t.handoffs) / t.chain.Seconds()
 	b.ReportMetric(floorRate, "floor-handoffs/s")
-	b.ReportMetric(float64(t.handoffs)/t.writes.Seconds(), "write-floor-handoffs/s")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/floorRate, "x-floor")
 }
 

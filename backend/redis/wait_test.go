@@ -1,0 +1,36 @@
+package redis
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+func TestHandedOffOnlyByTheClaimJustAhead(t *testing.T) {
+	at := time.UnixMilli(1_700_000_000_123)
+	a := &acquisition{req: backend.AcquireRequest{ID: "me"}, keys: []string{"k"}, token: 30}
+	me := queued{id: "me", token: 30}
+	q := [][]queued{{{id: "x", token: 10}, {id: "y", token: 20}, me}}
+
+	got, ok := a.handedOff(q, handoff{ev("k", 20), at})
+	assert.True(t, ok, "the claim just ahead left the head: nothing is ahead any more")
+	assert.Equal(t, [][]queued{{me}}, got)
+
+	for name, h := range map[string]handoff{
+		"none heard":                      {},
+		"a claim further ahead left":      {ev("k", 10), at},
+		"the claim just ahead, elsewhere": {ev("other", 20), at},
+	} {
+		_, ok := a.handedOff(q, h)
+		assert.False(t, ok, name)
+	}
+
+	_, ok = a.handedOff([][]queued{{me}}, handoff{ev("k", 20), at})
+	assert.False(t, ok, "not in the queue as read behind that claim")
+	multi := &acquisition{req: a.req, keys: []string{"k", "l"}, token: 30}
+	_, ok = multi.handedOff([][]queued{q[0], {{id: "z", token: 20}, me}}, handoff{ev("k", 20), at})
+	assert.False(t, ok, "a multi-key claim may still wait at its other keys")
+}
