@@ -24,8 +24,12 @@ func Millis(d time.Duration) float64 { return float64(d) / float64(time.Millisec
 
 // ReportLatencies reports the median, the 99th percentile and the
 // maximum of lat in milliseconds, as "<prefix>p50-ms", "<prefix>p99-ms"
-// and "<prefix>max-ms".
+// and "<prefix>max-ms". No latency at all fails b: a run that measured
+// nothing has no figures to give.
 func ReportLatencies(b *testing.B, prefix string, lat []time.Duration) {
+	if len(lat) == 0 {
+		b.Fatal("no trial measured")
+	}
 	b.ReportMetric(Millis(Percentile(lat, 0.50)), prefix+"p50-ms")
 	b.ReportMetric(Millis(Percentile(lat, 0.99)), prefix+"p99-ms")
 	b.ReportMetric(Millis(Percentile(lat, 1)), prefix+"max-ms")
