@@ -22,6 +22,7 @@ import (
 	"github.com/ash-lock/ashlock"
 	"github.com/ash-lock/ashlock/backend/etcd"
 	"github.com/ash-lock/ashlock/fencing"
+	"github.com/ash-lock/ashlock/tests/internal/benchrun"
 )
 
 // crashTrials is how many crashed leaders one iteration of
@@ -95,10 +96,10 @@ func benchCrash(b *testing.B, impl string, setup electionImpl) {
 			}
 		}
 	}
-	reportLatencies(b, "", lat)
-	b.ReportMetric(ms(bound), "bound-ms")
-	b.ReportMetric(float64(percentile(lat, 0.99))/float64(bound), "p99/bound")
-	b.ReportMetric(float64(percentile(lat, 1))/float64(bound), "max/bound")
+	benchrun.ReportLatencies(b, "", lat)
+	b.ReportMetric(benchrun.Millis(bound), "bound-ms")
+	b.ReportMetric(float64(benchrun.Percentile(lat, 0.99))/float64(bound), "p99/bound")
+	b.ReportMetric(float64(benchrun.Percentile(lat, 1))/float64(bound), "max/bound")
 	b.ReportMetric(float64(stale), "stale-admitted")
 	if stale > 0 {
 		b.Errorf("%d of %d old terms admitted by the fence after the new leader's", stale, len(lat))

@@ -9,6 +9,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ash-lock/ashlock/tests/internal/benchrun"
 )
 
 // rawCandidate is ashlock's exclusive claim protocol on etcd sent by hand,
@@ -151,14 +153,14 @@ func BenchmarkElectionFailoverFloor(b *testing.B) {
 		b.Run(fmt.Sprintf("candidates=%d", n), func(b *testing.B) {
 			lat := interleavedResigns(b, n, impls)
 			for i, im := range impls {
-				reportLatencies(b, im.name+"-", lat[i])
+				benchrun.ReportLatencies(b, im.name+"-", lat[i])
 			}
 			for i, im := range impls {
 				if im.name == "etcd-election" {
 					continue
 				}
 				for _, p := range []float64{0.50, 0.99} {
-					b.ReportMetric(float64(percentile(lat[i], p))/float64(percentile(lat[1], p)), fmt.Sprintf("%s-p%.0f-ratio", im.name, 100*p))
+					b.ReportMetric(float64(benchrun.Percentile(lat[i], p))/float64(benchrun.Percentile(lat[1], p)), fmt.Sprintf("%s-p%.0f-ratio", im.name, 100*p))
 				}
 			}
 		})

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/ash-lock/ashlock/tests/internal/benchrun"
 )
 
 // BenchmarkElectionObserveLag's observers: observeClients clients with
@@ -219,7 +221,7 @@ func benchObserveLag(b *testing.B, setup electionImpl, observers observerSetup) 
 	tr.mu.Lock() // observers may still be told of states nobody waits for
 	setLag, resignLag = slices.Clone(setLag), slices.Clone(resignLag)
 	tr.mu.Unlock()
-	reportLatencies(b, "setvalue-", setLag)
-	reportLatencies(b, "resign-", resignLag)
-	reportLatencies(b, "", slices.Concat(setLag, resignLag))
+	benchrun.ReportLatencies(b, "setvalue-", setLag)
+	benchrun.ReportLatencies(b, "resign-", resignLag)
+	benchrun.ReportLatencies(b, "", slices.Concat(setLag, resignLag))
 }

@@ -2,7 +2,6 @@ package bench_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/ash-lock/ashlock"
+	"github.com/ash-lock/ashlock/tests/internal/benchrun"
 )
 
 // electionTTL is the leaders' lease TTL in the election benchmarks, for
@@ -282,7 +282,7 @@ func benchResign(b *testing.B, s electionSetup, settle time.Duration) {
 			time.Sleep(settle)
 		}
 	}
-	reportLatencies(b, "", lat)
+	benchrun.ReportLatencies(b, "", lat)
 }
 
 // resigns runs the trials of BenchmarkElectionFailover on one election.
@@ -352,10 +352,10 @@ func BenchmarkElectionFailoverInterleaved(b *testing.B) {
 		b.Run(fmt.Sprintf("candidates=%d", n), func(b *testing.B) {
 			lat := interleavedResigns(b, n, electionImpls)
 			for i, im := range electionImpls {
-				reportLatencies(b, im.name+"-", lat[i])
+				benchrun.ReportLatencies(b, im.name+"-", lat[i])
 			}
 			for _, p := range []float64{0.50, 0.99} {
-				b.ReportMetric(float64(percentile(lat[0], p))/float64(percentile(lat[1], p)), fmt.Sprintf("p%.0f-ratio", 100*p))
+				b.ReportMetric(float64(benchrun.Percentile(lat[0], p))/float64(benchrun.Percentile(lat[1], p)), fmt.Sprintf("p%.0f-ratio", 100*p))
 			}
 		})
 	}
@@ -401,15 +401,4 @@ func interleavedResigns(b *testing.B, n int, impls []namedElection) [][]time.Dur
 		}
 	}
 	return lat
-}
-
-// reportLatencies reports the p50, p99 and maximum of lat in milliseconds,
-// as metrics named <prefix>p50-ms, <prefix>p99-ms and <prefix>max-ms.
-func reportLatencies(b *testing.B, prefix string, lat []time.Duration) {
-	if len(lat) == 0 {
-		b.Fatal(errors.New("no trial measured"))
-	}
-	b.ReportMetric(ms(percentile(lat, 0.50)), prefix+"p50-ms")
-	b.ReportMetric(ms(percentile(lat, 0.99)), prefix+"p99-ms")
-	b.ReportMetric(ms(percentile(lat, 1)), prefix+"max-ms")
 }

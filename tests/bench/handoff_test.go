@@ -2,25 +2,22 @@ package bench_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/ash-lock/ashlock/tests/internal/benchrun"
 )
 
 // waiterCounts are the queue lengths BenchmarkHandoff measures.
 var waiterCounts = []int{8, 32, 128}
 
-// cycleFunc takes a lock, blocking until it is held or ctx ends, and
-// returns the function that releases it.
-type cycleFunc func(ctx context.Context) (release func(context.Context) error, err error)
-
 // handoffSetup makes n contenders for one key under prefix, each on its own
 // etcd client counted by ctr.
-type handoffSetup func(b *testing.B, ctr *rpcCounter, prefix string, n int) []cycleFunc
+type handoffSetup func(b *testing.B, ctr *rpcCounter, prefix string, n int) []benchrun.Take
 
 // BenchmarkHandoff has N contenders, one client each, take turns on one key
 // with an empty critical section. A contender that releases asks again as
@@ -57,24 +54,17 @@ func BenchmarkHandoff(b *testing.B) {
 	}
 }
 
-func ashlockContenders(b *testing.B, ctr *rpcCounter, prefix string, n int) []cycleFunc {
-	cycles := make([]cycleFunc, n)
+func ashlockContenders(b *testing.B, ctr *rpcCounter, prefix string, n int) []benchrun.Take {
+	cycles := make([]benchrun.Take, n)
 	for i, cli := range contenderClients(b, ctr, n) {
 		c, _ := newAshlock(b, cli, prefix)
-		lock := c.Lock("k")
-		cycles[i] = func(ctx context.Context) (func(context.Context) error, error) {
-			g, err := lock.Acquire(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return g.Unlock, nil
-		}
+		cycles[i] = benchrun.Acquire(c.Lock("k"))
 	}
 	return cycles
 }
 
-func mutexContenders(b *testing.B, ctr *rpcCounter, prefix string, n int) []cycleFunc {
-	cycles := make([]cycleFunc, n)
+func mutexContenders(b *testing.B, ctr *rpcCounter, prefix string, n int) []benchrun.Take {
+	cycles := make([]benchrun.Take, n)
 	for i, cli := range contenderClients(b, ctr, n) {
 		m := concurrency.NewMutex(newSession(b, cli, 0), prefix+"k")
 		cycles[i] = func(ctx context.Context) (func(context.Context) error, error) {
@@ -87,8 +77,8 @@ func mutexContenders(b *testing.B, ctr *rpcCounter, prefix string, n int) []cycl
 	return cycles
 }
 
-func naiveContenders(b *testing.B, ctr *rpcCounter, prefix string, n int) []cycleFunc {
-	cycles := make([]cycleFunc, n)
+func naiveContenders(b *testing.B, ctr *rpcCounter, prefix string, n int) []benchrun.Take {
+	cycles := make([]benchrun.Take, n)
 	for i, cli := range contenderClients(b, ctr, n) {
 		l := &naiveLock{cli: cli, key: prefix + "k", id: fmt.Sprint("holder-", i), lease: newSession(b, cli, 0).Lease()}
 		cycles[i] = func(ctx context.Context) (func(context.Context) error, error) {
@@ -106,7 +96,7 @@ func naiveContenders(b *testing.B, ctr *rpcCounter, prefix string, n int) []cycl
 // timer and the request counts cover the next b.N acquisitions only, so
 // that N-1 contenders are waiting during all of the measured part (the
 // ones still waiting at the end are cancelled, untimed).
-func runHandoff(b *testing.B, ctr *rpcCounter, cycles []cycleFunc) {
+func runHandoff(b *testing.B, ctr *rpcCounter, cycles []benchrun.Take) {
 	err := runTurns(b, ctr, cycles, "handoff", func(before, after counts) {
 		reportRPCs(b, before, after, b.N, "handoff")
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "handoffs/s")
@@ -123,7 +113,7 @@ func runHandoff(b *testing.B, ctr *rpcCounter, cycles []cycleFunc) {
 // part. It stops the contenders (those still waiting are cancelled,
 // untimed) and returns the first error of a contender, if any; what names
 // the run in a time-out.
-func runTurns(b *testing.B, ctr *rpcCounter, cycles []cycleFunc, what string, report func(before, after counts)) error {
+func runTurns(b *testing.B, ctr *rpcCounter, cycles []benchrun.Take, what string, report func(before, after counts)) error {
 	b.StopTimer()
 	base := runCtx(b)
 	ctx, stop := context.WithCancel(base)
@@ -132,60 +122,32 @@ func runTurns(b *testing.B, ctr *rpcCounter, cycles []cycleFunc, what string, re
 	warm := int64(len(cycles))
 	total := warm + int64(b.N)
 	var count atomic.Int64
-	var next turns
+	var next benchrun.Succession
 	warmed, finished := make(chan struct{}), make(chan struct{})
 	failed := make(chan error, len(cycles)) // each contender sends at most once
 
 	var wg sync.WaitGroup
 	for _, cycle := range cycles {
 		wg.Go(func() {
-			for ctx.Err() == nil {
-				release, err := cycle(ctx)
-				if err != nil {
-					if ctx.Err() == nil {
-						failed <- err
-					}
-					return
-				}
-				// Nobody else can take the lock before we release it, so
-				// the next close of this channel is another contender's.
-				othersTurn := next.taken()
+			benchrun.Contend(ctx, base, cycle, failed, func() (<-chan struct{}, bool) {
+				othersTurn := next.Taken()
 				switch count.Add(1) {
 				case warm:
 					close(warmed)
 				case total:
 					close(finished)
 				}
-				// base, not ctx: a holder still releases after the stop.
-				if err := release(base); err != nil {
-					failed <- err
-					return
-				}
-				select {
-				case <-othersTurn:
-				case <-ctx.Done():
-					return
-				}
-			}
+				return othersTurn, true
+			})
 		})
 	}
 
-	await := func(ch <-chan struct{}) error {
-		select {
-		case <-ch:
-			return nil
-		case err := <-failed:
-			return err
-		case <-base.Done():
-			return errors.New(what + ": run timed out")
-		}
-	}
-	err := await(warmed)
+	err := benchrun.Await(base, warmed, failed, what)
 	if err == nil {
 		before := ctr.snapshot()
 		b.ResetTimer()
 		b.StartTimer()
-		err = await(finished)
+		err = benchrun.Await(base, finished, failed, what)
 		b.StopTimer()
 		if err == nil {
 			report(before, ctr.snapshot())
@@ -194,22 +156,4 @@ func runTurns(b *testing.B, ctr *rpcCounter, cycles []cycleFunc, what string, re
 	stop()
 	wg.Wait()
 	return err
-}
-
-// turns tells a contender when someone else has taken the lock after it.
-type turns struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-// taken records an acquisition: it closes the channel handed to the
-// previous holder and returns a fresh one, closed at the next acquisition.
-func (t *turns) taken() <-chan struct{} {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.ch != nil {
-		close(t.ch)
-	}
-	t.ch = make(chan struct{})
-	return t.ch
 }

@@ -9,6 +9,7 @@ import (
 	recipe "go.etcd.io/etcd/client/v3/experimental/recipes"
 
 	"github.com/ash-lock/ashlock"
+	"github.com/ash-lock/ashlock/tests/internal/benchrun"
 )
 
 // lockAllKeys is how many keys the LockAll cycle of
@@ -17,7 +18,8 @@ const lockAllKeys = 8
 
 // BenchmarkKindsInterleaved measures the uncontended cycle (take a free
 // lock, give it back) of each kind of lock against the plain exclusive
-// one, in turns as BenchmarkUncontendedInterleaved does (see interleave):
+// one, in turns as BenchmarkUncontendedInterleaved does (see
+// benchrun.Interleave):
 //
 //   - exclusive: Lock(k).Acquire + Unlock, the cycle of table 1;
 //   - exclusive-twin: the same on a second client of its own, the control
@@ -49,19 +51,19 @@ const lockAllKeys = 8
 // LockAll guard holds all its keys. A backend without these kinds fails
 // the benchmark instead of measuring exclusive locks under other names.
 func BenchmarkKindsInterleaved(b *testing.B) {
-	impls := []namedCycle{
-		{"exclusive", ashlockCycle()},
-		{"exclusive-twin", ashlockCycle()},
-		{"shared", sharedCycle},
-		{"lockall-8", lockAllCycle(lockAllKeys)},
-		{"lockall-2", lockAllCycle(2)},
-		{"etcd-mutex", mutexCycle},
-		{"recipe-rlock", recipeRLockCycle},
-		{"raw-claims-8", rawClaimsCycle(lockAllKeys)},
-		{"raw-claims-1", rawClaimsCycle(1)},
+	impls := []benchrun.Impl[cycle]{
+		{Name: "exclusive", Make: ashlockCycle()},
+		{Name: "exclusive-twin", Make: ashlockCycle()},
+		{Name: "shared", Make: sharedCycle},
+		{Name: "lockall-8", Make: lockAllCycle(lockAllKeys)},
+		{Name: "lockall-2", Make: lockAllCycle(2)},
+		{Name: "etcd-mutex", Make: mutexCycle},
+		{Name: "recipe-rlock", Make: recipeRLockCycle},
+		{Name: "raw-claims-8", Make: rawClaimsCycle(lockAllKeys)},
+		{Name: "raw-claims-1", Make: rawClaimsCycle(1)},
 	}
-	ns := interleave(b, impls)
-	ratio := func(x, y int) { b.ReportMetric(ns[x]/ns[y], impls[x].name+"/"+impls[y].name) }
+	ns := benchrun.Interleave(runCtx(b), b, impls)
+	ratio := func(x, y int) { b.ReportMetric(ns[x]/ns[y], impls[x].Name+"/"+impls[y].Name) }
 	ratio(2, 0) // shared/exclusive
 	ratio(3, 0) // lockall-8/exclusive
 	ratio(4, 0) // lockall-2/exclusive

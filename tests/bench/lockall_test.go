@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/ash-lock/ashlock/tests/internal/benchrun"
 )
 
 const (
@@ -237,9 +239,7 @@ func BenchmarkLockAllContended(b *testing.B) {
 			// The last round of each worker may overshoot b.N by one.
 			reportRPCs(b, before, ctr.snapshot(), int(c.acquired), "acquisition")
 			b.ReportMetric(float64(c.acquired)/c.elapsed.Seconds(), "acquisitions/s")
-			b.ReportMetric(ms(percentile(c.waits, 0.5)), "wait-p50-ms")
-			b.ReportMetric(ms(percentile(c.waits, 0.99)), "wait-p99-ms")
-			b.ReportMetric(ms(percentile(c.waits, 1)), "wait-max-ms")
+			benchrun.ReportLatencies(b, "wait-", c.waits)
 		})
 	}
 }
@@ -270,8 +270,8 @@ func TestLockAllNoDeadlock(t *testing.T) {
 	c, err := contend(ctx, lockers, deadlockHold, func(int64) bool { return time.Now().After(end) })
 	t.Logf("%d workers, subsets of %d-%d of %d keys, holds of 0-%v, %v: %d acquisitions (%.0f/s), wait p50 %.2f ms, p99 %.2f ms, max %.2f ms; stuck %d; %.2f requests per acquisition",
 		contendWorkers, contendMin, contendMax, contendKeys, deadlockHold, c.elapsed.Round(time.Millisecond), c.acquired,
-		float64(c.acquired)/c.elapsed.Seconds(), ms(percentile(c.waits, 0.5)), ms(percentile(c.waits, 0.99)),
-		ms(percentile(c.waits, 1)), c.stuck, float64(ctr.snapshot().requests())/float64(max(c.acquired, 1)))
+		float64(c.acquired)/c.elapsed.Seconds(), benchrun.Millis(benchrun.Percentile(c.waits, 0.5)), benchrun.Millis(benchrun.Percentile(c.waits, 0.99)),
+		benchrun.Millis(benchrun.Percentile(c.waits, 1)), c.stuck, float64(ctr.snapshot().requests())/float64(max(c.acquired, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ash-lock/ashlock/tests/internal/benchrun"
 )
 
 const (
@@ -78,8 +80,8 @@ func (h *holders) give(permit int) {
 	h.now.Add(-1)
 }
 
-func permitContenders(b *testing.B, ctr *rpcCounter, h *holders, prefix string, n, permits int) []cycleFunc {
-	cycles := make([]cycleFunc, n)
+func permitContenders(b *testing.B, ctr *rpcCounter, h *holders, prefix string, n, permits int) []benchrun.Take {
+	cycles := make([]benchrun.Take, n)
 	for i, cli := range contenderClients(b, ctr, n) {
 		c, _ := newAshlock(b, cli, prefix)
 		lock := c.Lock("k")
@@ -107,7 +109,7 @@ func permitContenders(b *testing.B, ctr *rpcCounter, h *holders, prefix string, 
 // runAdmissions is runTurns with the metrics of BenchmarkPermitHandoff:
 // the contenders run until b.N admissions have been timed, after a warm-up
 // of len(cycles) admissions that fills the queue.
-func runAdmissions(b *testing.B, ctr *rpcCounter, h *holders, cycles []cycleFunc) {
+func runAdmissions(b *testing.B, ctr *rpcCounter, h *holders, cycles []benchrun.Take) {
 	err := runTurns(b, ctr, cycles, "permit handoff", func(before, after counts) {
 		reportRPCs(b, before, after, b.N, "admission")
 		d := after.sub(before)

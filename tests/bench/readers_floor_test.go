@@ -8,6 +8,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ash-lock/ashlock/tests/internal/benchrun"
 )
 
 // rawRW is ashlock's shared-claim protocol on etcd sent by hand, with none
@@ -25,7 +27,7 @@ import (
 // the contract; without it the admission is a read, as the recipe
 // RWMutex's Get is.
 func rawRW(record bool) rwSetup {
-	return func(b *testing.B, wctr, rctr *rpcCounter, prefix string, n int) (cycleFunc, []cycleFunc, func(context.Context) (int, error)) {
+	return func(b *testing.B, wctr, rctr *rpcCounter, prefix string, n int) (benchrun.Take, []benchrun.Take, func(context.Context) (int, error)) {
 		dir := prefix + "claims/k/"
 		writers := dir + "0"
 		writersEnd := dir + "g"
@@ -65,7 +67,7 @@ func rawRW(record bool) rwSetup {
 			return clientv3.OpGet(writers, opts...)
 		}
 		noWriter := clientv3.Compare(clientv3.CreateRevision(writers), "=", 0).WithRange(writersEnd)
-		readers := make([]cycleFunc, n)
+		readers := make([]benchrun.Take, n)
 		for i := range readers {
 			cli, lease, key := claim(rctr, true)
 			readers[i] = func(ctx context.Context) (func(context.Context) error, error) {

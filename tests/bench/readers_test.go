@@ -11,7 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	recipe "go.etcd.io/etcd/client/v3/experimental/recipes"
 
-	"github.com/ash-lock/ashlock"
+	"github.com/ash-lock/ashlock/tests/internal/benchrun"
 )
 
 // readerCounts are the numbers of queued readers BenchmarkReaderAdmission
@@ -38,7 +38,7 @@ const (
 // an etcd client of its own (the writer's counted by wctr, the readers' by
 // rctr), and queued, which says how many readers are waiting in the key's
 // queue, asked on a client of its own that is not counted.
-type rwSetup func(b *testing.B, wctr, rctr *rpcCounter, prefix string, n int) (writer cycleFunc, readers []cycleFunc, queued func(context.Context) (int, error))
+type rwSetup func(b *testing.B, wctr, rctr *rpcCounter, prefix string, n int) (writer benchrun.Take, readers []benchrun.Take, queued func(context.Context) (int, error))
 
 // BenchmarkReaderAdmission has a writer hold a key while n readers queue
 // behind it, each on its own client, then release it: the round measures
@@ -86,13 +86,13 @@ func BenchmarkReaderAdmission(b *testing.B) {
 	}
 }
 
-func ashlockRW(b *testing.B, wctr, rctr *rpcCounter, prefix string, n int) (cycleFunc, []cycleFunc, func(context.Context) (int, error)) {
+func ashlockRW(b *testing.B, wctr, rctr *rpcCounter, prefix string, n int) (benchrun.Take, []benchrun.Take, func(context.Context) (int, error)) {
 	w, _ := newAshlock(b, newEtcd(b, wctr), prefix)
-	writer := ashlockTake(w.Lock("k"))
-	readers := make([]cycleFunc, n)
+	writer := benchrun.Acquire(w.Lock("k"))
+	readers := make([]benchrun.Take, n)
 	for i := range readers {
 		c, _ := newAshlock(b, newEtcd(b, rctr), prefix)
-		readers[i] = ashlockTake(c.Lock("k").Shared())
+		readers[i] = benchrun.Acquire(c.Lock("k").Shared())
 	}
 	obs, _ := newAshlock(b, newEtcd(b, nil), prefix)
 	queued := func(ctx context.Context) (int, error) {
@@ -102,21 +102,10 @@ func ashlockRW(b *testing.B, wctr, rctr *rpcCounter, prefix string, n int) (cycl
 	return writer, readers, queued
 }
 
-// ashlockTake is lock's Acquire as a cycleFunc.
-func ashlockTake(lock *ashlock.LockBuilder) cycleFunc {
-	return func(ctx context.Context) (func(context.Context) error, error) {
-		g, err := lock.Acquire(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return g.Unlock, nil
-	}
-}
-
 // recipeRW is etcd's recipe RWMutex. Its methods take no context (it uses
 // context.TODO): a reader stuck in RLock is ended by closing its client,
 // which b.Cleanup does.
-func recipeRW(b *testing.B, wctr, rctr *rpcCounter, prefix string, n int) (cycleFunc, []cycleFunc, func(context.Context) (int, error)) {
+func recipeRW(b *testing.B, wctr, rctr *rpcCounter, prefix string, n int) (benchrun.Take, []benchrun.Take, func(context.Context) (int, error)) {
 	name := prefix + "k"
 	wm := recipe.NewRWMutex(newSession(b, newEtcd(b, wctr), 0), name)
 	writer := func(context.Context) (func(context.Context) error, error) {
@@ -125,7 +114,7 @@ func recipeRW(b *testing.B, wctr, rctr *rpcCounter, prefix string, n int) (cycle
 		}
 		return func(context.Context) error { return wm.Unlock() }, nil
 	}
-	readers := make([]cycleFunc, n)
+	readers := make([]benchrun.Take, n)
 	for i := range readers {
 		m := recipe.NewRWMutex(newSession(b, newEtcd(b, rctr), 0), name)
 		readers[i] = func(context.Context) (func(context.Context) error, error) {
@@ -155,7 +144,7 @@ type admission struct {
 	admitRequests int64         // every client, from the Unlock to all holding
 }
 
-func benchAdmission(b *testing.B, wctr, rctr *rpcCounter, writer cycleFunc, readers []cycleFunc, queued func(context.Context) (int, error)) {
+func benchAdmission(b *testing.B, wctr, rctr *rpcCounter, writer benchrun.Take, readers []benchrun.Take, queued func(context.Context) (int, error)) {
 	ctx := runCtx(b)
 	// Warm up untimed: every client grants its lease and opens its
 	// streams, and the first round's setup costs are not measured.
@@ -182,9 +171,9 @@ func benchAdmission(b *testing.B, wctr, rctr *rpcCounter, writer cycleFunc, read
 		admit += a.admitRequests
 	}
 	r := float64(len(rounds))
-	b.ReportMetric(ms(percentile(all, 0.5)), "admit-p50-ms")
-	b.ReportMetric(ms(percentile(all, 1)), "admit-max-ms")
-	b.ReportMetric(ms(percentile(first, 0.5)), "first-p50-ms")
+	b.ReportMetric(benchrun.Millis(benchrun.Percentile(all, 0.5)), "admit-p50-ms")
+	b.ReportMetric(benchrun.Millis(benchrun.Percentile(all, 1)), "admit-max-ms")
+	b.ReportMetric(benchrun.Millis(benchrun.Percentile(first, 0.5)), "first-p50-ms")
 	b.ReportMetric(float64(rd.requests())/r/n, "rpcs/reader")
 	b.ReportMetric(float64(rd.streamRecv)/r/n, "msgs-in/reader")
 	b.ReportMetric(float64(admit)/r/n, "admit-rpcs/reader")
@@ -195,7 +184,7 @@ func benchAdmission(b *testing.B, wctr, rctr *rpcCounter, writer cycleFunc, read
 // queues behind it, and once all are queued and have waited
 // admissionSettle the writer releases; it returns when every reader has
 // held the key and released it again.
-func admissionRound(ctx context.Context, wctr, rctr *rpcCounter, writer cycleFunc, readers []cycleFunc, queued func(context.Context) (int, error)) (admission, error) {
+func admissionRound(ctx context.Context, wctr, rctr *rpcCounter, writer benchrun.Take, readers []benchrun.Take, queued func(context.Context) (int, error)) (admission, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*admissionBound)
 	defer cancel()
 	w0, r0 := wctr.snapshot(), rctr.snapshot()

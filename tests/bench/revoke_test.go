@@ -8,6 +8,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/ash-lock/ashlock/tests/internal/benchrun"
 )
 
 // revokeTrials is how many losses one iteration of BenchmarkRevokeToDone
@@ -74,9 +76,7 @@ func benchLoss(b *testing.B, run trial) {
 			lat = append(lat, d)
 		}
 	}
-	b.ReportMetric(ms(percentile(lat, 0.50)), "p50-ms")
-	b.ReportMetric(ms(percentile(lat, 0.99)), "p99-ms")
-	b.ReportMetric(ms(percentile(lat, 1)), "max-ms")
+	benchrun.ReportLatencies(b, "", lat)
 }
 
 // timeLoss runs one trial: from just before the operator's request to the
@@ -108,8 +108,6 @@ func timeLoss(ctx context.Context, run trial) (time.Duration, error) {
 		return 0, errors.New("Done not closed within " + doneBound.String())
 	}
 }
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // ashlockTrial acquires a lock, holds it for heldFor (untimed) and has the
 // operator revoke its lease or, with deleteClaim, delete its claim key.

@@ -49,6 +49,17 @@ type cycle struct {
 	run func(context.Context) error
 }
 
+func (c cycle) Run(ctx context.Context) error { return c.run(ctx) }
+
+// Count reports the requests sent, lease keep-alives excepted, as
+// "<impl>-rpcs/cycle".
+func (c cycle) Count() func(b *testing.B, prefix string, n float64) {
+	before := c.ctr.snapshot()
+	return func(b *testing.B, prefix string, n float64) {
+		b.ReportMetric(float64(c.ctr.snapshot().sub(before).requests())/n, prefix+"rpcs/cycle")
+	}
+}
+
 // cycleMaker sets up a cycle on a fresh client and prefix; what it makes
 // is closed in b.Cleanup.
 type cycleMaker func(testing.TB) cycle

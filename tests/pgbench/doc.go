@@ -7,8 +7,9 @@
 // the run. Every benchmark measures ashlock on backend/postgres beside
 // the floor, the very statements the backend sends, sent by hand with
 // plain pgx, and beside PostgreSQL's advisory locks, in one process,
-// taking turns (see interleave and interleaveHandoffs) so that the shared
-// machine's slow and fast stretches fall on every implementation alike.
+// taking turns (see benchrun.Interleave and interleaveHandoffs) so that
+// the shared machine's slow and fast stretches fall on every
+// implementation alike.
 // Each implementation works in a database of its own: PostgreSQL signals
 // every listening connection of a database on each NOTIFY, so one
 // implementation's listeners would otherwise be woken by another's

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ash-lock/ashlock/tests/internal/benchrun"
 )
 
 // floorSQL holds the statements backend/postgres sends for an exclusive
@@ -74,19 +76,8 @@ func recordFloorSQL(b testing.TB) floorSQL {
 		}
 		got <- err
 	}()
-	for {
-		info, err := watch.Inspect(ctx, "k")
-		if err != nil {
-			b.Fatalf("floor recording: inspect: %v", err)
-		}
-		if len(info.Waiters) == 1 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			b.Fatal("floor recording: the waiter never queued")
-		case <-time.After(time.Millisecond):
-		}
+	if err := benchrun.WaitQueued(ctx, watch, "k", 1); err != nil {
+		b.Fatalf("floor recording: the waiter: %v", err)
 	}
 	if err := g.Unlock(ctx); err != nil {
 		b.Fatalf("floor recording: the holder's Unlock: %v", err)

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ash-lock/ashlock/tests/internal/benchrun"
 )
 
 // waiterCounts are the queue lengths BenchmarkHandoffInterleaved measures.
@@ -17,16 +19,12 @@ var waiterCounts = []int{8, 32, 128}
 // BenchmarkHandoffInterleaved.
 const handoffRun = 16
 
-// takeFunc takes a lock, blocking until it is held or ctx ends, and
-// returns the function that gives it back.
-type takeFunc func(ctx context.Context) (release func(context.Context) error, err error)
-
 // handoffImpl is one implementation of BenchmarkHandoffInterleaved: setup
 // makes n contenders for one lock, in a database of its own, each on
 // connections of its own that ctr counts, closed in b.Cleanup.
 type handoffImpl struct {
 	name  string
-	setup func(b testing.TB, ctr *counter, n int) []takeFunc
+	setup func(b testing.TB, ctr *counter, n int) []benchrun.Take
 }
 
 // BenchmarkHandoffInterleaved has N contenders per implementation take
@@ -81,36 +79,29 @@ func BenchmarkHandoffInterleaved(b *testing.B) {
 	}
 }
 
-func ashlockContenders(b testing.TB, ctr *counter, n int) []takeFunc {
+func ashlockContenders(b testing.TB, ctr *counter, n int) []benchrun.Take {
 	db := newDatabase(b)
-	takes := make([]takeFunc, n)
+	takes := make([]benchrun.Take, n)
 	for i := range takes {
-		lock := newAshlock(b, db, fmt.Sprint("handoff-ashlock-", i), ctr).Lock("k")
-		takes[i] = func(ctx context.Context) (func(context.Context) error, error) {
-			g, err := lock.Acquire(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return g.Unlock, nil
-		}
+		takes[i] = benchrun.Acquire(newAshlock(b, db, fmt.Sprint("handoff-ashlock-", i), ctr).Lock("k"))
 	}
 	return takes
 }
 
 // floorContenders wait on a listening connection of their own, besides
 // the one they send statements on, as a Backend does.
-func floorContenders(b testing.TB, ctr *counter, n int) []takeFunc {
+func floorContenders(b testing.TB, ctr *counter, n int) []benchrun.Take {
 	return floorContendersListening(b, ctr, n, listenApart)
 }
 
 // floor1Contenders wait on the connection they send statements on.
-func floor1Contenders(b testing.TB, ctr *counter, n int) []takeFunc {
+func floor1Contenders(b testing.TB, ctr *counter, n int) []benchrun.Take {
 	return floorContendersListening(b, ctr, n, listenOnConn)
 }
 
-func floorContendersListening(b testing.TB, ctr *counter, n int, mode listenMode) []takeFunc {
+func floorContendersListening(b testing.TB, ctr *counter, n int, mode listenMode) []benchrun.Take {
 	db := newDatabase(b)
-	takes := make([]takeFunc, n)
+	takes := make([]benchrun.Take, n)
 	for i := range takes {
 		f := newFloorClient(b, db, fmt.Sprint("handoff-floor-", i), ctr, "k", fmt.Sprint("floor-", i), mode)
 		takes[i] = func(ctx context.Context) (func(context.Context) error, error) {
@@ -124,9 +115,9 @@ func floorContendersListening(b testing.TB, ctr *counter, n int, mode listenMode
 	return takes
 }
 
-func advisoryContenders(b testing.TB, ctr *counter, n int) []takeFunc {
+func advisoryContenders(b testing.TB, ctr *counter, n int) []benchrun.Take {
 	db := shared.NewDatabase(b)
-	takes := make([]takeFunc, n)
+	takes := make([]benchrun.Take, n)
 	for i := range takes {
 		conn := newConn(b, db, fmt.Sprint("handoff-advisory-", i), ctr)
 		takes[i] = func(ctx context.Context) (func(context.Context) error, error) {
@@ -167,27 +158,18 @@ func interleaveHandoffs(b *testing.B, impls []handoffImpl, n int) []float64 {
 		}
 	}
 
-	order := shuffledOrder(len(impls))
 	before := make([]counts, len(impls))
 	for k, r := range runs {
 		before[k] = r.ctr.snapshot()
 	}
-	spent := make([]time.Duration, len(impls))
-	rounds := 0
-	for b.Loop() {
-		for _, k := range order {
-			d, err := runs[k].turn(base, handoffRun)
-			if err != nil {
-				b.Fatalf("%s: %v", runs[k].name, err)
-			}
-			spent[k] += d
+	handoffs, perHandoff := benchrun.Rounds(b, len(impls), handoffRun, func(k int) (time.Duration, error) {
+		d, err := runs[k].turn(base, handoffRun)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", runs[k].name, err)
 		}
-		rounds++
-	}
-	handoffs := float64(rounds * (len(impls) - 1) * handoffRun)
-	perHandoff := make([]float64, len(impls))
+		return d, nil
+	})
 	for k, r := range runs {
-		perHandoff[k] = float64(spent[k].Nanoseconds()) / handoffs
 		b.ReportMetric(perHandoff[k], r.name+"-ns/handoff")
 		reportCounts(b, r.name+"-", r.ctr.snapshot().sub(before[k]), handoffs, "handoff")
 	}
@@ -201,8 +183,8 @@ func interleaveHandoffs(b *testing.B, impls []handoffImpl, n int) []float64 {
 type contenders struct {
 	name   string
 	ctr    *counter
-	takes  []takeFunc
-	next   turns
+	takes  []benchrun.Take
+	next   benchrun.Succession
 	failed chan error // each contender sends at most once
 
 	mu      sync.Mutex
@@ -213,7 +195,7 @@ type contenders struct {
 	started time.Time
 }
 
-func newContenders(name string, ctr *counter, takes []takeFunc) *contenders {
+func newContenders(name string, ctr *counter, takes []benchrun.Take) *contenders {
 	return &contenders{name: name, ctr: ctr, takes: takes, failed: make(chan error, len(takes)), resume: make(chan struct{})}
 }
 
@@ -286,48 +268,9 @@ func (r *contenders) acquired(ctx context.Context) bool {
 // contend takes and gives back the lock until ctx ends, asking again only
 // once another contender has taken the lock after it. A holder releases
 // with base, also after ctx has ended.
-func (r *contenders) contend(ctx, base context.Context, take takeFunc) {
-	for ctx.Err() == nil {
-		release, err := take(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				r.failed <- err
-			}
-			return
-		}
-		// Nobody else can take the lock before we release it, so the
-		// next close of this channel is another contender's.
-		othersTurn := r.next.taken()
-		more := r.acquired(ctx)
-		if err := release(base); err != nil {
-			r.failed <- err
-			return
-		}
-		if !more {
-			return
-		}
-		select {
-		case <-othersTurn:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// turns tells a contender when someone else has taken the lock after it.
-type turns struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-// taken records an acquisition: it closes the channel handed to the
-// previous holder and returns a fresh one, closed at the next acquisition.
-func (t *turns) taken() <-chan struct{} {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.ch != nil {
-		close(t.ch)
-	}
-	t.ch = make(chan struct{})
-	return t.ch
+func (r *contenders) contend(ctx, base context.Context, take benchrun.Take) {
+	benchrun.Contend(ctx, base, take, r.failed, func() (<-chan struct{}, bool) {
+		othersTurn := r.next.Taken()
+		return othersTurn, r.acquired(ctx)
+	})
 }

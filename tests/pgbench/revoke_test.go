@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/ash-lock/ashlock"
 	"github.com/ash-lock/ashlock/backend"
+	"github.com/ash-lock/ashlock/tests/internal/benchrun"
 )
 
 // revokeTrials is how many losses one iteration of BenchmarkRevokeToDone
@@ -58,9 +58,7 @@ func BenchmarkRevokeToDone(b *testing.B) {
 					lat = append(lat, d)
 				}
 			}
-			b.ReportMetric(ms(percentile(lat, 0.50)), "p50-ms")
-			b.ReportMetric(ms(percentile(lat, 0.99)), "p99-ms")
-			b.ReportMetric(ms(percentile(lat, 1)), "max-ms")
+			benchrun.ReportLatencies(b, "", lat)
 		})
 	}
 }
@@ -103,19 +101,4 @@ func timeLoss(ctx context.Context, lock *ashlock.LockBuilder, act func(context.C
 	case <-time.After(doneBound):
 		return 0, errors.New("Done not closed within " + doneBound.String())
 	}
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// percentile returns the p-quantile (0 <= p <= 1) of ds by the
-// nearest-rank method, as tests/bench's (tested there): the smallest value
-// with at least p of the values at or below it; 0 for no values.
-func percentile(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	rank := int(p*float64(len(s)) + 0.999999999)
-	return s[min(max(rank, 1), len(s))-1]
 }

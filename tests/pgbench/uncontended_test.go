@@ -3,11 +3,13 @@ package pgbench_test
 import (
 	"context"
 	"testing"
+
+	"github.com/ash-lock/ashlock/tests/internal/benchrun"
 )
 
 // BenchmarkUncontendedInterleaved is one client taking and giving back a
 // free lock, over and over, for each implementation in turn (see
-// interleave), each in a database of its own:
+// benchrun.Interleave), each in a database of its own:
 //
 //   - ashlock: Acquire and Unlock of the root client (ashlock.ConnectWith)
 //     on backend/postgres, with its own pool and listener;
@@ -28,19 +30,37 @@ import (
 // Target: "ashlock/floor" at most 1.3. ns/op is the time of one round of
 // turns and means nothing by itself.
 func BenchmarkUncontendedInterleaved(b *testing.B) {
-	impls := []namedCycle{
-		{"ashlock", ashlockCycle},
-		{"ashlock-twin", ashlockCycle},
-		{"floor", floorCycle},
-		{"advisory", advisoryCycle},
-		{"floor-listen", floorListenCycle},
+	impls := []benchrun.Impl[cycle]{
+		{Name: "ashlock", Make: ashlockCycle},
+		{Name: "ashlock-twin", Make: ashlockCycle},
+		{Name: "floor", Make: floorCycle},
+		{Name: "advisory", Make: advisoryCycle},
+		{Name: "floor-listen", Make: floorListenCycle},
 	}
-	perCycle := interleave(b, impls)
+	perCycle := benchrun.Interleave(runCtx(b), b, impls)
 	b.ReportMetric(perCycle[0]/perCycle[2], "ashlock/floor")
 	b.ReportMetric(perCycle[0]/perCycle[1], "ashlock/ashlock-twin")
 	b.ReportMetric(perCycle[0]/perCycle[3], "ashlock/advisory")
 	b.ReportMetric(perCycle[2]/perCycle[3], "floor/advisory")
 	b.ReportMetric(perCycle[0]/perCycle[4], "ashlock/floor-listen")
+}
+
+// cycle is one implementation's take and give-back of a free lock; ctr
+// counts what it sends.
+type cycle struct {
+	ctr *counter
+	run func(context.Context) error
+}
+
+func (c cycle) Run(ctx context.Context) error { return c.run(ctx) }
+
+// Count reports what the cycle's connections sent as
+// "<impl>-stmts/cycle" and "<impl>-roundtrips/cycle" (see reportCounts).
+func (c cycle) Count() func(b *testing.B, prefix string, n float64) {
+	before := c.ctr.snapshot()
+	return func(b *testing.B, prefix string, n float64) {
+		reportCounts(b, prefix, c.ctr.snapshot().sub(before), n, "cycle")
+	}
 }
 
 func ashlockCycle(b testing.TB) cycle {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/ash-lock/ashlock/tests/internal/benchrun"
 )
 
 // handoffScripts are the commands of one ashlock handoff, recorded from a
@@ -48,19 +50,8 @@ func recordHandoff(b *testing.B) handoffScripts {
 			}
 			got <- err
 		}()
-		for {
-			info, err := watch.Inspect(ctx, "k")
-			if err != nil {
-				b.Fatal(err)
-			}
-			if len(info.Waiters) == 1 {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				b.Fatal("floor: the waiter never queued")
-			case <-time.After(time.Millisecond):
-			}
+		if err := benchrun.WaitQueued(ctx, watch, "k", 1); err != nil {
+			b.Fatalf("floor: the waiter: %v", err)
 		}
 		if err := g.Unlock(ctx); err != nil {
 			b.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"github.com/bsm/redislock"
 	"github.com/go-redsync/redsync/v4"
 	redsyncgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
+
+	"github.com/ash-lock/ashlock/tests/internal/benchrun"
 )
 
 // waiterCounts are the queue lengths BenchmarkHandoff measures.
@@ -27,13 +29,9 @@ const (
 	pollBackoff = 100 * time.Millisecond
 )
 
-// cycleFunc takes a lock, blocking until it is held or ctx ends, and
-// returns the function that releases it.
-type cycleFunc func(ctx context.Context) (release func(context.Context) error, err error)
-
 // handoffSetup makes n contenders for one key under prefix, each on a
 // go-redis client of its own counted by ctr.
-type handoffSetup func(b *testing.B, ctr *counter, prefix string, n int) []cycleFunc
+type handoffSetup func(b *testing.B, ctr *counter, prefix string, n int) []benchrun.Take
 
 // BenchmarkHandoff has N contenders, each on a client of its own, take
 // one key in a loop with an empty critical section: each asks again as
@@ -93,39 +91,25 @@ func BenchmarkHandoff(b *testing.B) {
 	}
 }
 
-func ashlockContenders(b *testing.B, ctr *counter, prefix string, n int) []cycleFunc {
-	cycles := make([]cycleFunc, n)
+func ashlockContenders(b *testing.B, ctr *counter, prefix string, n int) []benchrun.Take {
+	cycles := make([]benchrun.Take, n)
 	for i := range cycles {
-		lock := newAshlock(b, newClient(b, ctr), prefix).Lock("k")
-		cycles[i] = func(ctx context.Context) (func(context.Context) error, error) {
-			g, err := lock.Acquire(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return g.Unlock, nil
-		}
+		cycles[i] = benchrun.Acquire(newAshlock(b, newClient(b, ctr), prefix).Lock("k"))
 	}
 	return cycles
 }
 
-func oneBackendContenders(b *testing.B, ctr *counter, prefix string, n int) []cycleFunc {
+func oneBackendContenders(b *testing.B, ctr *counter, prefix string, n int) []benchrun.Take {
 	be := newBackend(b, newClient(b, ctr), prefix)
-	cycles := make([]cycleFunc, n)
+	cycles := make([]benchrun.Take, n)
 	for i := range cycles {
-		lock := connect(b, be).Lock("k")
-		cycles[i] = func(ctx context.Context) (func(context.Context) error, error) {
-			g, err := lock.Acquire(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return g.Unlock, nil
-		}
+		cycles[i] = benchrun.Acquire(connect(b, be).Lock("k"))
 	}
 	return cycles
 }
 
-func redsyncContenders(b *testing.B, ctr *counter, prefix string, n int) []cycleFunc {
-	cycles := make([]cycleFunc, n)
+func redsyncContenders(b *testing.B, ctr *counter, prefix string, n int) []benchrun.Take {
+	cycles := make([]benchrun.Take, n)
 	for i := range cycles {
 		rs := redsync.New(redsyncgoredis.NewPool(newClient(b, ctr)))
 		m := rs.NewMutex(prefix + "k")
@@ -155,8 +139,8 @@ func redsyncContenders(b *testing.B, ctr *counter, prefix string, n int) []cycle
 	return cycles
 }
 
-func redislockContenders(b *testing.B, ctr *counter, prefix string, n int) []cycleFunc {
-	cycles := make([]cycleFunc, n)
+func redislockContenders(b *testing.B, ctr *counter, prefix string, n int) []benchrun.Take {
+	cycles := make([]benchrun.Take, n)
 	opts := &redislock.Options{RetryStrategy: redislock.LinearBackoff(pollBackoff)}
 	for i := range cycles {
 		rl := redislock.New(newClient(b, ctr))
@@ -237,7 +221,7 @@ func startProbe(b *testing.B) func() time.Duration {
 	return func() time.Duration {
 		stop()
 		<-done
-		return percentile(took, 0.5)
+		return benchrun.Percentile(took, 0.5)
 	}
 }
 
@@ -246,7 +230,7 @@ func startProbe(b *testing.B) func() time.Duration {
 // and the request counts cover the next b.N handoffs only, so that N-1
 // contenders are waiting during all of the measured part (the ones still
 // waiting at the end are cancelled, untimed).
-func runHandoff(b *testing.B, ctr *counter, cycles []cycleFunc) {
+func runHandoff(b *testing.B, ctr *counter, cycles []benchrun.Take) {
 	b.StopTimer()
 	base := runCtx(b)
 	ctx, stop := context.WithCancel(base)
@@ -264,14 +248,8 @@ func runHandoff(b *testing.B, ctr *counter, cycles []cycleFunc) {
 	for i, cycle := range cycles {
 		me := int64(i + 1)
 		wg.Go(func() {
-			for ctx.Err() == nil {
-				release, err := cycle(ctx)
-				if err != nil {
-					if ctx.Err() == nil {
-						failed <- err
-					}
-					return
-				}
+			// Asks again as soon as it has released.
+			benchrun.Contend(ctx, base, cycle, failed, func() (<-chan struct{}, bool) {
 				n := acquisitions.Add(1)
 				if last.Swap(me) != me {
 					switch handoffs.Add(1) {
@@ -283,36 +261,22 @@ func runHandoff(b *testing.B, ctr *counter, cycles []cycleFunc) {
 						close(finished)
 					}
 				}
-				// base, not ctx: a holder still releases after the stop.
-				if err := release(base); err != nil {
-					failed <- err
-					return
-				}
-			}
+				return nil, true
+			})
 		})
 	}
 
-	await := func(ch <-chan struct{}) error {
-		select {
-		case <-ch:
-			return nil
-		case err := <-failed:
-			return err
-		case <-base.Done():
-			return errors.New("handoff: run timed out")
-		}
-	}
-	err := await(warmed)
+	err := benchrun.Await(base, warmed, failed, "handoff")
 	if err == nil {
 		before, subs := ctr.requests(), subCommands(b)
 		probing := startProbe(b)
 		b.ResetTimer()
 		b.StartTimer()
-		err = await(finished)
+		err = benchrun.Await(base, finished, failed, "handoff")
 		b.StopTimer()
 		write := probing()
 		if err == nil {
-			b.ReportMetric(ms(write), "write-ms")
+			b.ReportMetric(benchrun.Millis(write), "write-ms")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()*write.Seconds(), "handoffs/write")
 			b.ReportMetric(float64(ctr.requests()-before)/float64(b.N), "reqs/handoff")
 			b.ReportMetric(float64(subCommands(b)-subs)/float64(b.N), "subs/handoff")

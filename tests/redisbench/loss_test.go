@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	redisb "github.com/ash-lock/ashlock/backend/redis"
+	"github.com/ash-lock/ashlock/tests/internal/benchrun"
 )
 
 // lossTrials is how many losses one iteration of BenchmarkDeleteToDone
@@ -48,9 +49,7 @@ func BenchmarkDeleteToDone(b *testing.B) {
 			lat = append(lat, d)
 		}
 	}
-	b.ReportMetric(ms(percentile(lat, 0.50)), "p50-ms")
-	b.ReportMetric(ms(percentile(lat, 0.99)), "p99-ms")
-	b.ReportMetric(ms(percentile(lat, 1)), "max-ms")
+	benchrun.ReportLatencies(b, "", lat)
 }
 
 // deleteToDone runs one trial: a fresh client takes key, the operator DELs

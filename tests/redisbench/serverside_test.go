@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/ash-lock/ashlock/tests/internal/benchrun"
 )
 
 // BenchmarkUncontendedServer measures what one uncontended Acquire+Unlock
@@ -26,14 +28,14 @@ import (
 //     its connections (requests; replies and pub/sub messages).
 func BenchmarkUncontendedServer(b *testing.B) {
 	setFsync(b)
-	impls := []namedCycle{
-		{"ashlock", ashlockCycle},
-		{"redislock", redislockCycle},
+	impls := []benchrun.Impl[cycle]{
+		{Name: "ashlock", Make: ashlockCycle},
+		{Name: "redislock", Make: redislockCycle},
 	}
 	for _, im := range impls {
-		b.Run("impl="+im.name, func(b *testing.B) {
+		b.Run("impl="+im.Name, func(b *testing.B) {
 			ctx := runCtx(b)
-			c := im.mk(b)
+			c := im.Make(b)
 			if err := c.run(ctx); err != nil {
 				b.Fatal(err)
 			}

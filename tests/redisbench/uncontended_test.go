@@ -8,11 +8,13 @@ import (
 	"testing"
 
 	"github.com/bsm/redislock"
+
+	"github.com/ash-lock/ashlock/tests/internal/benchrun"
 )
 
 // BenchmarkUncontended measures one uncontended Acquire+Unlock (one key,
 // nobody else on it) of each implementation against one redis-server in
-// one process, taking turns (see interleave):
+// one process, taking turns (see benchrun.Interleave):
 //
 //   - ashlock: Lock(k).Acquire then Guard.Unlock, on backend/redis
 //     through ashlock.ConnectWith.
@@ -31,20 +33,37 @@ import (
 // round of turns and means nothing by itself.
 func BenchmarkUncontended(b *testing.B) {
 	setFsync(b)
-	impls := []namedCycle{
-		{"ashlock", ashlockCycle},
-		{"ashlock-twin", ashlockCycle},
-		{"redislock", redislockCycle},
-		{"floor", floorCycle},
+	impls := []benchrun.Impl[cycle]{
+		{Name: "ashlock", Make: ashlockCycle},
+		{Name: "ashlock-twin", Make: ashlockCycle},
+		{Name: "redislock", Make: redislockCycle},
+		{Name: "floor", Make: floorCycle},
 	}
-	perCycle := interleave(b, impls)
+	perCycle := benchrun.Interleave(runCtx(b), b, impls)
 	b.ReportMetric(perCycle[0]/perCycle[1], "ashlock/ashlock-twin")
 	b.ReportMetric(perCycle[0]/perCycle[2], "ashlock/redislock")
 	b.ReportMetric(perCycle[0]/perCycle[3], "ashlock/floor")
 	b.ReportMetric(perCycle[3]/perCycle[2], "floor/redislock")
 }
 
-func ashlockCycle(b *testing.B) cycle {
+// cycle is one implementation of an uncontended Acquire+Unlock, with the
+// counter of the client it talks through.
+type cycle struct {
+	run func(ctx context.Context) error
+	ctr *counter
+}
+
+func (c cycle) Run(ctx context.Context) error { return c.run(ctx) }
+
+// Count reports the commands sent as "<impl>-reqs/cycle".
+func (c cycle) Count() func(b *testing.B, prefix string, n float64) {
+	before := c.ctr.requests()
+	return func(b *testing.B, prefix string, n float64) {
+		b.ReportMetric(float64(c.ctr.requests()-before)/n, prefix+"reqs/cycle")
+	}
+}
+
+func ashlockCycle(b testing.TB) cycle {
 	ctr := &counter{}
 	lock := newAshlock(b, newClient(b, ctr), newPrefix("unc")).Lock("k")
 	return cycle{ctr: ctr, run: func(ctx context.Context) error {
@@ -56,7 +75,7 @@ func ashlockCycle(b *testing.B) cycle {
 	}}
 }
 
-func redislockCycle(b *testing.B) cycle {
+func redislockCycle(b testing.TB) cycle {
 	ctr := &counter{}
 	rl := redislock.New(newClient(b, ctr))
 	key := newPrefix("unc") + "k"
@@ -74,7 +93,7 @@ func redislockCycle(b *testing.B) cycle {
 // them: the enqueue with a claim ID of the floor's own, then the release
 // of that ID with the token the enqueue returned. The recording client
 // stays open, so its lease, which the enqueue names, stays alive.
-func floorCycle(b *testing.B) cycle {
+func floorCycle(b testing.TB) cycle {
 	ctx := runCtx(b)
 	rec := &counter{}
 	lock := newAshlock(b, newClient(b, rec), newPrefix("floor")).Lock("k")

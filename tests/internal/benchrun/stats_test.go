@@ -1,8 +1,12 @@
-package bench_test
+package benchrun_test
 
 import (
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/ash-lock/ashlock/tests/internal/benchrun"
 )
 
 // The benchmarks' percentiles are only as good as this function.
@@ -29,16 +33,12 @@ func TestPercentile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := percentile(tt.in, tt.p); got != tt.want {
-				t.Errorf("percentile(%d values, %v) = %v, want %v", len(tt.in), tt.p, got, tt.want)
-			}
+			assert.Equal(t, tt.want, benchrun.Percentile(tt.in, tt.p), "percentile(%d values, %v)", len(tt.in), tt.p)
 		})
 	}
 	t.Run("input left unsorted", func(t *testing.T) {
 		in := []time.Duration{3, 1, 2}
-		percentile(in, 0.5)
-		if in[0] != 3 || in[1] != 1 || in[2] != 2 {
-			t.Errorf("percentile reordered its input: %v", in)
-		}
+		benchrun.Percentile(in, 0.5)
+		assert.Equal(t, []time.Duration{3, 1, 2}, in, "percentile reordered its input")
 	})
 }
