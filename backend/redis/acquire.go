@@ -28,8 +28,10 @@ const maxIDLen = 128
 // permit) in one more script run compared on its identity. A plain
 // exclusive or shared claim on one key without a stamp is recorded as
 // admitted when it joins (its place in the queue is its admission), so
-// the read that finds it free is enough: it holds from there, and the time
-// it came to hold is written once Acquire has returned (recordAcquired).
+// the read that finds it free, or the departure of the claim just ahead
+// from the head of the queue (which needs no read, see handedOff), is
+// enough: it holds from there, and the time it came to hold is written
+// once Acquire has returned (recordAcquired).
 // Requests that do not queue (Wait or Fair false) add their claim only in
 // a script run that finds the queues as they last read them, with the
 // claim admitted.
@@ -137,7 +139,7 @@ func (a *acquisition) lockedError() error {
 
 // recordAcquired records in Redis, in the background, when the claim id
 // with token came to hold keys: at, the server's clock at the read that
-// found it free. The claim was recorded as admitted when it joined, with
+// found it free or at the release it heard. The claim was recorded as admitted when it joined, with
 // that time as its acquisition, so until this lands Inspect and Observe
 // show it holding since it joined. The script compares the claim's
 // identity, so it changes nothing once the claim has gone (a Release may
