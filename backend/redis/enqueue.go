@@ -15,7 +15,7 @@ type enqueueReply struct {
 	own    queued     // "exists": the claim found under the request's ID
 	queues [][]queued // "queued", "exists", "changed": the keys' queues
 	key    string     // "mismatch": the key
-	at     time.Time  // "ok"
+	at     time.Time  // "ok": the acquisition time; "queued": the server's clock at the read
 	stamp  string     // "ok"
 }
 
@@ -54,7 +54,10 @@ func (a *acquisition) enqueue(ctx context.Context, mode string, permit int, expe
 		}
 	case "queued":
 		if r.token, err = parseToken(v[1]); err == nil {
-			r.queues, err = parseQueues(v[2:])
+			r.at, err = parseMillis(v[2])
+		}
+		if err == nil {
+			r.queues, err = parseQueues(v[3:])
 		}
 	case "exists":
 		rec, _ := v[1].(string)

@@ -254,7 +254,7 @@ func script(body string) *goredis.Script {
 //	{"exists", record, states...}      a claim named id is already at the first key (whole queues)
 //	{"changed", states...}             mode "cond": a queue is not as expected
 //	{"ok", token, acquired-at, stamp}  added and admitted
-//	{"queued", token, states...}       added behind states (the queues before it)
+//	{"queued", token, now, states...}  added behind states (the queues before it); now is the server's clock in ms
 var enqueueScript = script(`
 local id, lease, n, shared, mode, permit = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local owner, value, wantstamp, placed, ahead = ARGV[8], ARGV[9], ARGV[10], ARGV[11], tonumber(ARGV[12])
@@ -308,7 +308,7 @@ if adm then
   if wantstamp == '1' then st = stampmax(keys) end
   return {'ok', token, r.at, st}
 end
-return {'queued', token, unpack(states)}
+return {'queued', token, fmt(math.floor(now_us() / 1000)), unpack(states)}
 `)
 
 // stateScript reaps and lists the queues of keys, each up to a token:

@@ -24,23 +24,26 @@ func (a *acquisition) queue(ctx context.Context) error {
 	case "ok":
 		return a.holds(r, first)
 	case "queued":
+		// The claims the rule reads ahead of the claim, as the run that
+		// queued it found them: a read like any other.
 		a.token = r.token
 		for i := range r.queues {
 			r.queues[i] = append(r.queues[i], queued{id: a.req.ID, token: r.token, kind: a.kind, admitted: a.placedOnJoin(), permit: backend.NoPermit})
 		}
+		return a.wait(ctx, r.queues, r.at)
 	case "exists":
 		// A claim under our ID that a lost reply of this request added.
 		a.token = r.token
+		return a.wait(ctx, r.queues, time.Time{})
 	default:
 		return a.refused(r)
 	}
-	return a.wait(ctx, r.queues)
 }
 
 // wait waits until the rule admits the claim at every key, then records
-// its admission. qs are its keys' queues as last read.
-func (a *acquisition) wait(ctx context.Context, qs [][]queued) error {
-	var readAt time.Time // the server's clock at the read of qs; zero if not known
+// its admission. qs are its keys' queues as last read, and readAt the
+// server's clock at that read (zero if not known).
+func (a *acquisition) wait(ctx context.Context, qs [][]queued, readAt time.Time) error {
 	for {
 		if err := a.b.closedErr("acquire"); err != nil {
 			return err

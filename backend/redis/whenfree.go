@@ -34,7 +34,7 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 		case "exists":
 			// A lost reply: the claim was added, admitted, by an earlier try.
 			a.token = r.token
-			return a.wait(ctx, r.queues)
+			return a.wait(ctx, r.queues, time.Time{})
 		case "changed":
 		default:
 			return a.refused(r)

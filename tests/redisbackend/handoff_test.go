@@ -282,3 +282,40 @@ func (h *holdBack) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 		return next(ctx, cmd)
 	}
 }
+
+// A reader that joins a queue of readers holding the key is free as the
+// run that queues it finds the queue, and holds on that reply alone: no
+// read of its own and no write of its admission before Acquire returns.
+func TestReaderJoiningReadersHoldsOnItsEnqueue(t *testing.T) {
+	ctx := ctxFor(t)
+	hb, _, prefix := newBackend(t)
+	first := request("readers", grant(t, hb, time.Minute), "R1")
+	first.Shared = true
+	c1, err := hb.Acquire(ctx, first)
+	require.NoError(t, err)
+
+	second := request("readers", backend.Lease{}, "R2")
+	second.Shared = true
+	// Every command naming the claim but its enqueue waits at the gate.
+	gate := &holdBack{id: second.ID, open: make(chan struct{})}
+	sent := &sentArgs{}
+	rb := hookedBackend(ctx, t, prefix, gate, sent)
+	second.Lease = grant(t, rb, time.Minute).ID
+	before := len(sent.all())
+	c2 := startAcquire(t, rb, second).await(t)
+	var scripts [][]string
+	for _, a := range sent.all()[before:] {
+		if a[0] == "evalsha" || a[0] == "eval" {
+			scripts = append(scripts, a)
+		}
+	}
+	require.Len(t, scripts, 1, "script runs before the gate opened: %v", scripts)
+	assert.Contains(t, scripts[0], "fair", "the one script run is the enqueue: %v", scripts[0])
+	info, err := hb.Inspect(ctx, "readers")
+	require.NoError(t, err)
+	assert.Len(t, info.Holders, 2)
+
+	close(gate.open)
+	require.NoError(t, rb.Release(ctx, c2))
+	require.NoError(t, hb.Release(ctx, c1))
+}

@@ -1,0 +1,48 @@
+package redisbench_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/ash-lock/ashlock/tests/internal/benchrun"
+)
+
+// BenchmarkReaderJoin measures a reader's Acquire+Unlock on a key that
+// another reader holds throughout (ashlock-reader-joins), beside the same
+// cycle on a key nobody else holds (ashlock-alone), taking turns in one
+// process (see benchrun.Interleave). A reader that joins readers is free
+// as its enqueue finds the queue; "joins/alone" is what joining costs on
+// top of the uncontended cycle.
+func BenchmarkReaderJoin(b *testing.B) {
+	setFsync(b)
+	impls := []benchrun.Impl[cycle]{
+		{Name: "ashlock-reader-joins", Make: readerJoinsCycle},
+		{Name: "ashlock-alone", Make: readerAloneCycle},
+	}
+	perCycle := benchrun.Interleave(runCtx(b), b, impls)
+	b.ReportMetric(perCycle[0]/perCycle[1], "joins/alone")
+}
+
+func readerJoinsCycle(b testing.TB) cycle {
+	prefix := newPrefix("rj")
+	held, err := newAshlock(b, newClient(b, nil), prefix).Lock("k").Shared().Acquire(runCtx(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = held.Unlock(context.Background()) })
+	return readerCycle(b, prefix)
+}
+
+func readerAloneCycle(b testing.TB) cycle { return readerCycle(b, newPrefix("ra")) }
+
+func readerCycle(b testing.TB, prefix string) cycle {
+	ctr := &counter{}
+	lock := newAshlock(b, newClient(b, ctr), prefix).Lock("k").Shared()
+	return cycle{ctr: ctr, run: func(ctx context.Context) error {
+		g, err := lock.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		return g.Unlock(ctx)
+	}}
+}
