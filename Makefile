@@ -80,7 +80,7 @@ bench-redis:
 	cd tests && $(GO) test -c -o redisbench/redisbench.test ./redisbench/
 	cd tests/redisbench && { uptime; \
 		./redisbench.test -test.run '^$$' -test.bench 'Handoff|DeleteToDone' -test.benchtime 40x -test.timeout 20m && \
-		./redisbench.test -test.run '^$$' -test.bench 'Uncontended' -test.benchtime 200x -test.timeout 20m; \
+		./redisbench.test -test.run '^$$' -test.bench 'Uncontended|ReaderJoin' -test.benchtime 200x -test.timeout 20m; \
 		uptime; } | tee ../../bench-redis.txt
 # The PostgreSQL benchmarks (BENCHMARKS.md, section "PostgreSQL"), about
 # 20 minutes on 2 cores. Each benchmark runs in a process of its own,
