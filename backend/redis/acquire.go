@@ -17,21 +17,22 @@ const maxIDLen = 128
 
 // Acquire adds a claim on req.Key (on every key of req.Keys) bound to
 // req.Lease, named req.ID (a name of the Backend's own when empty, see
-// claimName), and returns it once
-// it holds the key.
+// claimName), and returns it once it holds the key.
 //
 // A fair waiting request joins each key's queue in one script run, which
-// uncontended also makes it the holder: one round trip. Otherwise it
-// waits for the claims package backend's WaitFor names (woken by their
-// events, or by a timer at the end of their lease), reads its queues again
-// and, once the rule admits it everywhere, records its admission (and
-// permit) in one more script run compared on its identity. A plain
-// exclusive or shared claim on one key without a stamp is recorded as
-// admitted when it joins (its place in the queue is its admission), so
-// the read that finds it free, or the departure of the claim just ahead
-// from the head of the queue (which needs no read, see handedOff), is
-// enough: it holds from there, and the time it came to hold is written
-// once Acquire has returned (recordAcquired).
+// uncontended also makes it the holder: one round trip. The run returns
+// the claims ahead that the rule reads; if the rule does not admit the
+// claim there, it waits for the claims package backend's WaitFor names
+// (woken by their events, or by a timer at the end of their lease), reads
+// its queues again and, once the rule admits it everywhere, records its
+// admission (and permit) in one more script run compared on its identity.
+// A plain exclusive or shared claim on one key without a stamp is recorded
+// as admitted when it joins (its place in the queue is its admission), so
+// a read that finds it free (the joining run's own, for a reader behind
+// readers), or the departure of the claim just ahead from the head of the
+// queue (which needs no read, see handedOff), is enough: it holds from
+// there, and the time it came to hold is written once Acquire has returned
+// (recordAcquired).
 // Requests that do not queue (Wait or Fair false) add their claim only in
 // a script run that finds the queues as they last read them, with the
 // claim admitted.
