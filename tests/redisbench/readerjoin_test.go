@@ -30,19 +30,7 @@ func readerJoinsCycle(b testing.TB) cycle {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = held.Unlock(context.Background()) })
-	return readerCycle(b, prefix)
+	return lockCycle(b, prefix, true)
 }
 
-func readerAloneCycle(b testing.TB) cycle { return readerCycle(b, newPrefix("ra")) }
-
-func readerCycle(b testing.TB, prefix string) cycle {
-	ctr := &counter{}
-	lock := newAshlock(b, newClient(b, ctr), prefix).Lock("k").Shared()
-	return cycle{ctr: ctr, run: func(ctx context.Context) error {
-		g, err := lock.Acquire(ctx)
-		if err != nil {
-			return err
-		}
-		return g.Unlock(ctx)
-	}}
-}
+func readerAloneCycle(b testing.TB) cycle { return lockCycle(b, newPrefix("ra"), true) }

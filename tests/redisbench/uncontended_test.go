@@ -63,9 +63,16 @@ func (c cycle) Count() func(b *testing.B, prefix string, n float64) {
 	}
 }
 
-func ashlockCycle(b testing.TB) cycle {
+func ashlockCycle(b testing.TB) cycle { return lockCycle(b, newPrefix("unc"), false) }
+
+// lockCycle is an ashlock Acquire+Unlock of key "k" under prefix, of a
+// reader when shared.
+func lockCycle(b testing.TB, prefix string, shared bool) cycle {
 	ctr := &counter{}
-	lock := newAshlock(b, newClient(b, ctr), newPrefix("unc")).Lock("k")
+	lock := newAshlock(b, newClient(b, ctr), prefix).Lock("k")
+	if shared {
+		lock = lock.Shared()
+	}
 	return cycle{ctr: ctr, run: func(ctx context.Context) error {
 		g, err := lock.Acquire(ctx)
 		if err != nil {
