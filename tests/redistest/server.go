@@ -36,8 +36,9 @@ const startAttempts = 5
 // Server is one redis-server process. Its methods are safe for concurrent
 // use.
 type Server struct {
-	dir  string
-	addr string // 127.0.0.1:port, kept across restarts
+	dir   string
+	addr  string   // 127.0.0.1:port, kept across restarts
+	extra []string // more redis-server arguments (a cluster node's)
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -47,7 +48,10 @@ type Server struct {
 
 // Start starts a server and waits until it answers PING, or ctx ends. On
 // failure nothing is left running and the directory is removed.
-func Start(ctx context.Context) (*Server, error) {
+func Start(ctx context.Context) (*Server, error) { return start(ctx) }
+
+// start is Start with more redis-server arguments.
+func start(ctx context.Context, extra ...string) (*Server, error) {
 	dir, err := os.MkdirTemp("", "redistest-")
 	if err != nil {
 		return nil, err
@@ -59,7 +63,7 @@ func Start(ctx context.Context) (*Server, error) {
 			last = err
 			continue
 		}
-		s := &Server{dir: dir, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+		s := &Server{dir: dir, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), extra: extra}
 		if last = s.start(ctx); last == nil {
 			return s, nil
 		}
@@ -113,6 +117,7 @@ func (s *Server) start(ctx context.Context) error {
 		"--loglevel", "warning",
 		"--logfile", filepath.Join(s.dir, "redis.log"),
 	}
+	args = append(args, s.extra...)
 	cmd := exec.Command(binary(), args...)
 	cmd.Dir = s.dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
