@@ -285,10 +285,11 @@ func TestRunLockLostKillsAfterTheGrace(t *testing.T) {
 		{
 			// The leader exits on SIGTERM but leaves a process behind in
 			// its group that ignores it: it must not go on without the lock.
+			// The straggler says ready once it ignores SIGTERM, so that the
+			// loss cannot come before it does.
 			"straggler ignores SIGTERM",
 			`trap 'exit 0' TERM
-(trap '' TERM; exec sh -c 'echo straggler=$$; exec sleep 60 </dev/null >/dev/null 2>&1') &
-echo ready
+(trap '' TERM; exec sh -c 'echo straggler=$$; echo ready; exec sleep 60 </dev/null >/dev/null 2>&1') &
 wait`,
 		},
 	}
