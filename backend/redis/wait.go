@@ -76,8 +76,7 @@ func (a *acquisition) wait(ctx context.Context, qs [][]queued, readAt time.Time)
 			}
 			return a.admit(ctx, permit)
 		}
-		h, err := a.sleep(ctx, w)
-		if err != nil {
+		if err := a.sleep(ctx, w); err != nil {
 			return err
 		}
 		// Woken only because the server confirmed the subscriptions
@@ -94,13 +93,15 @@ func (a *acquisition) wait(ctx context.Context, qs [][]queued, readAt time.Time)
 			if !same {
 				break
 			}
-			if h, err = a.sleep(ctx, w); err != nil {
+			if err := a.sleep(ctx, w); err != nil {
 				return err
 			}
 		}
-		if q, ok := a.handedOff(qs, h); ok {
-			qs, readAt = q, h.at
-			continue
+		if h := a.b.reg.lastHandoff(a.w); !h.at.IsZero() {
+			if q, ok := a.handedOff(qs, h); ok {
+				qs, readAt = q, h.at
+				continue
+			}
 		}
 		if qs, readAt, err = a.read(ctx); err != nil {
 			return err
@@ -205,11 +206,10 @@ func (s *standing) add(key string, c queued, admission bool) {
 
 // sleep waits for one of the events s names, the end of the earliest lease
 // among them, ctx's end or Close. It returns at once when such an event
-// came while the queues were being read. It returns the departure from the
-// head of its queue of a claim in s.want, if one was heard.
-func (a *acquisition) sleep(ctx context.Context, s standing) (handoff, error) {
+// came while the queues were being read.
+func (a *acquisition) sleep(ctx context.Context, s standing) error {
 	if !a.b.reg.arm(a.w, s.want, s.leases) {
-		return handoff{}, nil
+		return nil
 	}
 	var expiry <-chan time.Time
 	if s.soon >= 0 {
@@ -223,16 +223,18 @@ func (a *acquisition) sleep(ctx context.Context, s standing) (handoff, error) {
 	case <-a.w.wake:
 	case <-expiry:
 	case <-ctx.Done():
-		return handoff{}, fmt.Errorf("redis acquire %q: %w", a.req.Key, backend.ContextError(ctx))
+		return fmt.Errorf("redis acquire %q: %w", a.req.Key, backend.ContextError(ctx))
 	case <-a.b.done:
-		return handoff{}, a.b.closedErr("acquire")
+		return a.b.closedErr("acquire")
 	}
-	return a.b.reg.disarm(a.w), nil
+	a.b.reg.disarm(a.w)
+	return nil
 }
 
-// handedOff returns the claim's queue up to itself after h, the departure
-// of the claim just ahead of it in qs from the head of the queue: the claim
-// alone. Nothing was ahead of that claim then, and claims only join at the
+// handedOff returns the claim's queue up to itself after h, if h is the
+// departure of the claim just ahead of it in qs from the head of the
+// queue: the claim alone. (A departure heard before qs was read names no
+// claim in it.) Nothing was ahead of that claim then, and claims only join at the
 // back (tokens only grow), so nothing is ahead of this one from then on;
 // the rule is asked of that queue as of one read, without a read. It holds
 // for one key only (the others may not be free); the claim's own presence,

@@ -87,7 +87,7 @@ type watcher struct {
 	seen       []heard
 	seenLeases []backend.LeaseID
 	stale      bool    // a resubscription happened while disarmed
-	handoff    handoff // a claim it waits for that left the head of its queue while armed
+	handoff    handoff // the last departure from the head of its queue heard, armed or not
 }
 
 // handoff is the departure of a claim from the head of its queue, and the
@@ -180,15 +180,20 @@ func (r *registry) unwatchLocked(w *watcher) {
 	}
 }
 
-// disarm starts a read: from now on w records what it hears. It returns
-// the departure from the head of its queue of a claim w waited for, if w
-// heard one while armed.
-func (r *registry) disarm(w *watcher) handoff {
+// disarm starts a read: from now on w records what it hears.
+func (r *registry) disarm(w *watcher) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	h := w.handoff
 	r.disarmLocked(w)
-	return h
+}
+
+// lastHandoff returns the last departure from the head of its queue that
+// w heard (on the channels of the claims it waits for), armed or not: the
+// fact stays true however late it is used (see wait.go's handedOff).
+func (r *registry) lastHandoff(w *watcher) handoff {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return w.handoff
 }
 
 func (r *registry) disarmLocked(w *watcher) {
@@ -244,7 +249,7 @@ func (r *registry) armLocked(w *watcher, want []wanted, leases []backend.LeaseID
 		set[e.claimEvent] = set[e.claimEvent] || e.admission
 	}
 	delete(r.disarmed, w)
-	w.armed, w.want, w.leases, w.woke, w.handoff = true, set, leases, 0, handoff{}
+	w.armed, w.want, w.leases, w.woke = true, set, leases, 0
 	for _, l := range leases {
 		m := r.byLease[l]
 		if m == nil {
@@ -303,14 +308,14 @@ func (r *registry) event(e claimEvent, what byte, head time.Time) {
 		if w.any {
 			continue
 		}
+		if what == departed && !head.IsZero() {
+			w.handoff = handoff{e, head}
+		}
 		admissionToo, waited := w.want[e]
 		switch {
 		case !w.armed:
 			w.hear(e, what)
 		case waited && (what == departed || admissionToo):
-			if what == departed && !head.IsZero() {
-				w.handoff = handoff{e, head}
-			}
 			w.wakeFor(wokeEvent)
 		}
 	}

@@ -299,29 +299,27 @@ func TestAGapStartsAtTheLastPingAnswered(t *testing.T) {
 	r.dropObserver(o)
 }
 
-func TestAHeadDepartureIsKeptForTheWaiterThatWaitedForIt(t *testing.T) {
+func TestAHeadDepartureHeardIsKeptArmedOrNot(t *testing.T) {
 	r := newRegistry(layout{tag: "{t}"}, nil)
 	w := r.watch([]string{"k"}, false)
+	obs := r.watch([]string{"k"}, true)
 	at := time.UnixMilli(1_700_000_000_123)
+	assert.Zero(t, r.lastHandoff(w))
 
-	// Heard while armed, of a claim it waits for: kept until disarm.
+	// Heard while armed: kept past the disarm that follows the wake.
 	assert.True(t, r.arm(w, []wanted{{ev("k", 1), false, false}}, nil))
 	r.event(ev("k", 1), departed, at)
 	assert.True(t, woken(w))
-	assert.Equal(t, handoff{ev("k", 1), at}, r.disarm(w))
+	r.disarm(w)
+	assert.Equal(t, handoff{ev("k", 1), at}, r.lastHandoff(w))
 
-	// Arming again forgets it; a departure that was not from the head, or
-	// of a claim it does not wait for, is none.
-	assert.True(t, r.arm(w, []wanted{{ev("k", 2), false, false}}, nil))
-	r.event(ev("k", 1), departed, at)
+	// A departure that was not from the head changes nothing; one heard
+	// while disarmed (during a read) is kept too.
 	r.event(ev("k", 2), departed, time.Time{})
-	assert.True(t, woken(w))
-	assert.Zero(t, r.disarm(w))
-
-	// Heard while disarmed (during a read): the read that follows tells.
-	r.event(ev("k", 2), departed, at)
-	assert.False(t, r.arm(w, []wanted{{ev("k", 2), false, false}}, nil))
-	assert.Zero(t, r.disarm(w))
+	assert.Equal(t, handoff{ev("k", 1), at}, r.lastHandoff(w))
+	r.event(ev("k", 2), departed, at.Add(time.Millisecond))
+	assert.Equal(t, handoff{ev("k", 2), at.Add(time.Millisecond)}, r.lastHandoff(w))
+	assert.Zero(t, r.lastHandoff(obs), "an observer follows its key's channel instead")
 }
 
 func TestParseClaimMessage(t *testing.T) {

@@ -50,7 +50,7 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 		if !a.req.Wait {
 			return a.lockedError()
 		}
-		if _, err := a.sleep(ctx, s); err != nil {
+		if err := a.sleep(ctx, s); err != nil {
 			return err
 		}
 		// The queues were not free as read, so the next run must not add

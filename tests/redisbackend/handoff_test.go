@@ -196,6 +196,12 @@ func TestPlacedHandoffWaitsForNoWrite(t *testing.T) {
 	wc.AddHook(gate)
 	sent := &sentArgs{}
 	wc.AddHook(sent) // after the gate: what it holds back is not sent yet
+	// Once its subscription to the holder's channel is confirmed, the
+	// waiter checks the holder is as it read it (a command naming the
+	// holder's token); the release comes after that check, so that it is
+	// heard, not found by a check or a read.
+	checked := &afterArg{arg: strconv.FormatUint(holder.Token, 10), done: make(chan struct{})}
+	wc.AddHook(checked)
 	wb, err := redisb.New(ctx, wc, redisb.WithPrefix(prefix))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = wb.Close() })
@@ -205,6 +211,11 @@ func TestPlacedHandoffWaitsForNoWrite(t *testing.T) {
 	info, err := hb.Inspect(ctx, "placed")
 	require.NoError(t, err)
 	joined := info.Waiters[0].Token
+	select {
+	case <-checked.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter never checked the holder after subscribing")
+	}
 
 	require.NoError(t, hb.Release(ctx, holder))
 	// Every later command naming the claim (the record of its
@@ -231,6 +242,27 @@ func TestPlacedHandoffWaitsForNoWrite(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, wb.Release(ctx, c))
+}
+
+// afterArg closes done once a command with arg among its arguments has
+// been answered.
+type afterArg struct {
+	processOnly
+	arg  string
+	once sync.Once
+	done chan struct{}
+}
+
+func (h *afterArg) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		err := next(ctx, cmd)
+		for _, a := range cmd.Args() {
+			if fmt.Sprint(a) == h.arg {
+				h.once.Do(func() { close(h.done) })
+			}
+		}
+		return err
+	}
 }
 
 // sentArgs keeps the arguments of every command a client sends, as text.
