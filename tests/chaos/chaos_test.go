@@ -252,19 +252,32 @@ func TestChaosSessionChildIsCaught(t *testing.T) {
 	longHolds := span{2500 * time.Millisecond, 4500 * time.Millisecond}
 	const quiet = 5 * time.Second // more than a long hold
 	cfg := runConfig{
-		name: "session-children", seed: seed, faultFor: 20 * time.Second, quiet: quiet,
+		name: "session-children", faultFor: 20 * time.Second, quiet: quiet,
 		children: 3, session: true, fencing: true, hold: longHolds, prof: prof,
 	}
-	res := run(t, cfg)
-	for _, o := range res.overlaps {
-		t.Logf("  caught: %v", o)
+	// Whether a blackhole catches the child inside its critical section is
+	// a matter of timing: the control must catch it within a few runs (each
+	// on a schedule of its own), not in every one.
+	const attempts = 3
+	caught, faults := 0, 0
+	for i := range attempts {
+		cfg.seed = seed + uint64(i)
+		res := run(t, cfg)
+		for _, o := range res.overlaps {
+			t.Logf("  caught: %v", o)
+		}
+		faults += injected(res, faultBlackhole)
+		caught += len(res.overlaps)
+		if res.regCheck != porcupine.Ok || res.resCheck != porcupine.Ok || res.regLost+res.resLost != 0 {
+			t.Errorf("session children: the fenced workloads failed: %v", res)
+		}
+		if caught > 0 {
+			break
+		}
 	}
-	t.Logf("session children: %d overlaps over %d blackholes", len(res.overlaps), injected(res, faultBlackhole))
-	if len(res.overlaps) == 0 {
-		t.Errorf("the strict mutex model did not catch a child trusting its session in %d blackholes", injected(res, faultBlackhole))
-	}
-	if res.regCheck != porcupine.Ok || res.resCheck != porcupine.Ok || res.regLost+res.resLost != 0 {
-		t.Errorf("session children: the fenced workloads failed: %v", res)
+	t.Logf("session children: %d overlaps over %d blackholes", caught, faults)
+	if caught == 0 {
+		t.Errorf("the strict mutex model did not catch a child trusting its session in %d blackholes over %d runs", faults, attempts)
 	}
 
 	cfg.name, cfg.session = "library-children-same-schedule", false
