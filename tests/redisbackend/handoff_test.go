@@ -351,3 +351,35 @@ func TestReaderJoiningReadersHoldsOnItsEnqueue(t *testing.T) {
 	require.NoError(t, rb.Release(ctx, c2))
 	require.NoError(t, hb.Release(ctx, c1))
 }
+
+// A waiter that leaves from the middle of the queue (its wait cancelled)
+// is no handoff: the claim behind it, which waited for it, must go on
+// waiting while the holder ahead holds, and take the key only when the
+// holder releases.
+func TestAWaiterLeavingFromTheMiddleIsNoHandoff(t *testing.T) {
+	ctx := ctxFor(t)
+	b, _, _ := newBackend(t)
+	holder, err := b.Acquire(ctx, request("mid", grant(t, b, time.Minute), "H"))
+	require.NoError(t, err)
+	pctx, cancel := context.WithCancel(ctx)
+	p := startAcquireCtx(pctx, b, request("mid", grant(t, b, time.Minute), "P"))
+	awaitWaiting(t, b, "mid", 1)
+	w := startAcquire(t, b, request("mid", grant(t, b, time.Minute), "W"))
+	awaitWaiting(t, b, "mid", 2)
+
+	cancel()
+	require.ErrorIs(t, p.awaitErr(t), context.Canceled)
+	awaitWaiting(t, b, "mid", 1)
+	info, err := b.Inspect(ctx, "mid")
+	require.NoError(t, err)
+	assert.Equal(t, holder.Token, info.Token, "the holder still holds")
+	select {
+	case <-w.done:
+		t.Fatalf("W took the key while H held it: %v, %v", w.claim, w.err)
+	default:
+	}
+
+	require.NoError(t, b.Release(ctx, holder))
+	c := w.await(t)
+	require.NoError(t, b.Release(ctx, c))
+}
