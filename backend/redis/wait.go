@@ -97,11 +97,10 @@ func (a *acquisition) wait(ctx context.Context, qs [][]queued, readAt time.Time)
 				return err
 			}
 		}
-		if h := a.b.reg.lastHandoff(a.w); !h.at.IsZero() {
-			if q, ok := a.handedOff(qs, h); ok {
-				qs, readAt = q, h.at
-				continue
-			}
+		h := a.b.reg.lastHandoff(a.w)
+		if q, ok := a.handedOff(qs, h); ok {
+			qs, readAt = q, h.at
+			continue
 		}
 		if qs, readAt, err = a.read(ctx); err != nil {
 			return err
@@ -248,10 +247,7 @@ func (a *acquisition) handedOff(qs [][]queued, h handoff) ([][]queued, bool) {
 	q := qs[0]
 	for i := 1; i < len(q); i++ {
 		if q[i].id == a.req.ID && q[i].token == a.token {
-			if q[i-1].token != h.token {
-				return nil, false
-			}
-			return [][]queued{{q[i]}}, true
+			return [][]queued{{q[i]}}, q[i-1].token == h.token
 		}
 	}
 	return nil, false
