@@ -2,6 +2,7 @@ package redisbench_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -113,13 +114,14 @@ type floorClaim struct{ id, token string }
 type floor struct {
 	s   handoffScripts
 	rc  *goredis.Client
+	rj  *goredis.Client // measureLoop's second connection: the rejoining claims'
 	ctr *counter
 	q   []floorClaim
 }
 
 func newFloor(b *testing.B, n int) *floor {
 	f := &floor{s: recordHandoff(b), ctr: &counter{}}
-	f.rc = newClient(b, f.ctr)
+	f.rc, f.rj = newClient(b, f.ctr), newClient(b, f.ctr)
 	ctx := runCtx(b)
 	for i := range n {
 		id := fmt.Sprintf("floor-%d", i)
@@ -137,11 +139,16 @@ func newFloor(b *testing.B, n int) *floor {
 // or the token of the others; the read's last argument is the highest
 // token to list.
 func (f *floor) run(ctx context.Context, args []any, set map[int]any) ([]any, error) {
+	return f.runOn(ctx, f.rc, args, set)
+}
+
+// runOn is run on the connection rc.
+func (f *floor) runOn(ctx context.Context, rc *goredis.Client, args []any, set map[int]any) ([]any, error) {
 	c := append([]any(nil), args...)
 	for i, v := range set {
 		c[i] = v
 	}
-	v, err := f.rc.Do(ctx, c...).Result()
+	v, err := rc.Do(ctx, c...).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +157,11 @@ func (f *floor) run(ctx context.Context, args []any, set map[int]any) ([]any, er
 }
 
 func (f *floor) enqueue(ctx context.Context, id string) (string, error) {
-	v, err := f.run(ctx, f.s.enqueue, map[int]any{5: id})
+	return f.enqueueOn(ctx, f.rc, id)
+}
+
+func (f *floor) enqueueOn(ctx context.Context, rc *goredis.Client, id string) (string, error) {
+	v, err := f.runOn(ctx, rc, f.s.enqueue, map[int]any{5: id})
 	if err != nil {
 		return "", err
 	}
@@ -184,6 +195,81 @@ func (f *floor) measure(ctx context.Context, count int) (chain time.Duration, er
 	return chain, nil
 }
 
+// measureLoop runs count handoffs as the closed loop of this benchmark
+// would go with contenders that take no time at all: as soon as a release
+// is answered, the next claim's release goes out (its holder heard the
+// first and lets go at once) and, at the same instant on a connection of
+// its own, the released claim's enqueue at the back (its holder asking
+// again), which the chain does not wait for. No record of the acquisition
+// time: the release and the return to the queue are what any lock that
+// queues its waiters durably must write per handoff while N contenders
+// keep coming back. Two writes that reach the server in the same turn of
+// its event loop share an fsync; one that comes while an fsync runs waits
+// for it. It returns the time of the count handoffs; the queue is as it
+// was (n claims, the first holding) when it returns.
+func (f *floor) measureLoop(ctx context.Context, count int) (time.Duration, error) {
+	// The enqueues go out one at a time, in the order of the releases, so
+	// that the server queues the claims in the order of f.q.
+	type rejoin struct {
+		claim floorClaim
+		err   error
+		done  chan struct{}
+	}
+	ready := make(chan struct{})
+	close(ready)
+	q := make([]*rejoin, len(f.q))
+	for i, c := range f.q {
+		q[i] = &rejoin{claim: c, done: ready}
+	}
+	rejoins := make(chan *rejoin, count+1)
+	worker := make(chan struct{})
+	go func() {
+		defer close(worker)
+		for r := range rejoins {
+			r.claim.token, r.err = f.enqueueOn(ctx, f.rj, r.claim.id)
+			close(r.done)
+		}
+	}()
+	back := func(c floorClaim) {
+		r := &rejoin{claim: floorClaim{id: c.id}, done: make(chan struct{})}
+		q = append(q, r)
+		rejoins <- r
+	}
+	finish := func(err error) error {
+		close(rejoins)
+		<-worker
+		f.q = f.q[:0]
+		for _, r := range q {
+			err = errors.Join(err, r.err)
+			f.q = append(f.q, r.claim)
+		}
+		return err
+	}
+
+	prev := q[0].claim
+	if _, err := f.run(ctx, f.s.release, map[int]any{5: prev.id, 6: prev.token}); err != nil {
+		return 0, finish(err)
+	}
+	q = q[1:]
+	start := time.Now()
+	for range count {
+		<-q[0].done
+		if q[0].err != nil {
+			return 0, finish(nil)
+		}
+		next := q[0].claim
+		back(prev)
+		if _, err := f.run(ctx, f.s.release, map[int]any{5: next.id, 6: next.token}); err != nil {
+			return 0, finish(err)
+		}
+		q = q[1:]
+		prev = next
+	}
+	elapsed := time.Since(start)
+	back(prev)
+	return elapsed, finish(nil)
+}
+
 // floorHandoff runs b.N floor handoffs on a queue of n claims and reports
 // handoffs/s (the chain: the rate if waking the next holder were free,
 // which is also what any lock that makes the release durable before the
@@ -197,4 +283,15 @@ func floorHandoff(b *testing.B, n int) {
 	}
 	b.ReportMetric(float64(f.ctr.requests()-before)/float64(b.N), "reqs/handoff")
 	b.ReportMetric(float64(b.N)/chain.Seconds(), "handoffs/s")
+}
+
+// idealLoopHandoff runs b.N handoffs of the ideal closed loop (see
+// floor.measureLoop) on a queue of n claims and reports handoffs/s (two
+// requests each, by construction).
+func idealLoopHandoff(b *testing.B, n int) {
+	took, err := newFloor(b, n).measureLoop(runCtx(b), b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/took.Seconds(), "handoffs/s")
 }

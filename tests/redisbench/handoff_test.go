@@ -54,10 +54,17 @@ type handoffSetup func(b *testing.B, ctr *counter, prefix string, n int) []bench
 // is not a peer either but the physical bound (see floorHandoff): the
 // very commands of an ashlock handoff sent back to back by one client,
 // the rate handoffs would go at if waking the next holder were free.
-// Each implementation's row also gives floor-handoffs/s, the floor's
-// rate measured just before and just after it (b.N floor handoffs each; the server's fsync time swings
-// with the machine's other disk work), and x-floor, its rate over the
-// floor's. subcmds/handoff counts the commands of Pub/Sub subscribers (SUBSCRIBE,
+// Nor is ideal-loop (see floor.measureLoop): the closed loop of this
+// benchmark with contenders that take no time, writing only what a lock
+// that queues its waiters durably must (the release, and the released
+// contender's return to the queue), the two sent at the same instant.
+// It is a reference, not a bound: whether two writes share an fsync is
+// a matter of timing, which ashlock's own contenders sometimes hit
+// better. Each implementation's row also gives floor-handoffs/s and
+// ideal-loop-handoffs/s, their rates measured just before and just after
+// it (b.N handoffs each; the server's fsync time swings with the
+// machine's other disk work), and x-floor and x-ideal-loop, its rate
+// over theirs. subcmds/handoff counts the commands of Pub/Sub subscribers (SUBSCRIBE,
 // UNSUBSCRIBE, PING), which go-redis hooks do not see, from the server's
 // statistics. Run with few iterations
 // (-benchtime Nx): the polling locks are slow.
@@ -75,6 +82,7 @@ func BenchmarkHandoff(b *testing.B) {
 	for _, n := range waiterCounts {
 		b.Run(fmt.Sprintf("waiters=%d", n), func(b *testing.B) {
 			b.Run("impl=floor", func(b *testing.B) { floorHandoff(b, n) })
+			b.Run("impl=ideal-loop", func(b *testing.B) { idealLoopHandoff(b, n) })
 			f := newFloor(b, n)
 			for _, impl := range impls {
 				b.Run("impl="+impl.name, func(b *testing.B) {
@@ -161,11 +169,12 @@ func redislockContenders(b *testing.B, ctr *counter, prefix string, n int) []ben
 	return cycles
 }
 
-// floorTime adds up floor runs of b.N handoffs each, made around an
-// implementation's run.
+// floorTime adds up the runs of the floor and the ideal loop, b.N
+// handoffs each, made around an implementation's run.
 type floorTime struct {
-	chain    time.Duration
-	handoffs int
+	chain    time.Duration // the floor's releases
+	loop     time.Duration // the ideal loop's handoffs
+	handoffs int           // of each
 }
 
 func (t *floorTime) add(b *testing.B, f *floor) {
@@ -174,15 +183,23 @@ func (t *floorTime) add(b *testing.B, f *floor) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	t.chain, t.handoffs = t.chain+c, t.handoffs+b.N
+	l, err := f.measureLoop(runCtx(b), b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t.chain, t.loop, t.handoffs = t.chain+c, t.loop+l, t.handoffs+b.N
 }
 
-// report reports the floor's rates beside the implementation's, reading
+// report reports their rates beside the implementation's, reading
 // the handoffs/s it reported (its b.Elapsed).
 func (t *floorTime) report(b *testing.B) {
+	rate := float64(b.N) / b.Elapsed().Seconds()
 	floorRate := float64(t.handoffs) / t.chain.Seconds()
 	b.ReportMetric(floorRate, "floor-handoffs/s")
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/floorRate, "x-floor")
+	b.ReportMetric(rate/floorRate, "x-floor")
+	loopRate := float64(t.handoffs) / t.loop.Seconds()
+	b.ReportMetric(loopRate, "ideal-loop-handoffs/s")
+	b.ReportMetric(rate/loopRate, "x-ideal-loop")
 }
 
 // probeEvery paces the probe's writes: often enough to sample the
