@@ -41,8 +41,11 @@ type handoffSetup func(b *testing.B, ctr *counter, prefix string, n int) []bench
 // holder: a lock that lets its releaser take it again at once (the polling
 // locks do, ashlock queues it at the back) gets no handoff for that.
 // ns/op is the time per handoff; metrics: handoffs/s, acquisitions/s (a
-// contender taking the lock again counted too) and reqs/handoff (commands
-// sent by all clients together).
+// contender taking the lock again counted too), reqs/handoff (commands
+// sent by all clients together), write-ms (see startProbe) and
+// release-ms, the median time a contender's release took: one round trip
+// and one fsync if nothing was being written when it arrived, more if it
+// had to wait for the fsync of writes that came just before it.
 //
 // Targets: ashlock's handoffs/s at least 5x redsync's (its default retries:
 // 32 tries 50 to 250 ms apart; a contender whose tries run out tries again)
@@ -252,6 +255,8 @@ func runHandoff(b *testing.B, ctr *counter, cycles []benchrun.Take) {
 	base := runCtx(b)
 	ctx, stop := context.WithCancel(base)
 	defer stop()
+	var releases releaseTimes
+	cycles = releases.timing(cycles)
 
 	warm := int64(len(cycles))
 	total := warm + int64(b.N)
@@ -287,13 +292,16 @@ func runHandoff(b *testing.B, ctr *counter, cycles []benchrun.Take) {
 	if err == nil {
 		before, subs := ctr.requests(), subCommands(b)
 		probing := startProbe(b)
+		releases.on.Store(true)
 		b.ResetTimer()
 		b.StartTimer()
 		err = benchrun.Await(base, finished, failed, "handoff")
 		b.StopTimer()
+		releases.on.Store(false)
 		write := probing()
 		if err == nil {
 			b.ReportMetric(benchrun.Millis(write), "write-ms")
+			b.ReportMetric(benchrun.Millis(releases.median()), "release-ms")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()*write.Seconds(), "handoffs/write")
 			b.ReportMetric(float64(ctr.requests()-before)/float64(b.N), "reqs/handoff")
 			b.ReportMetric(float64(subCommands(b)-subs)/float64(b.N), "subs/handoff")
@@ -306,6 +314,45 @@ func runHandoff(b *testing.B, ctr *counter, cycles []benchrun.Take) {
 	if err != nil {
 		b.Fatal(err)
 	}
+}
+
+// releaseTimes records how long the contenders' releases take while on:
+// a release that waits for an fsync begun before it arrived takes longer
+// than write-ms's one round trip and one fsync.
+type releaseTimes struct {
+	on   atomic.Bool
+	mu   sync.Mutex
+	took []time.Duration
+}
+
+// timing returns takes whose releases are timed.
+func (r *releaseTimes) timing(takes []benchrun.Take) []benchrun.Take {
+	out := make([]benchrun.Take, len(takes))
+	for i, take := range takes {
+		out[i] = func(ctx context.Context) (func(context.Context) error, error) {
+			release, err := take(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context) error {
+				start := time.Now()
+				err := release(ctx)
+				if took := time.Since(start); r.on.Load() {
+					r.mu.Lock()
+					r.took = append(r.took, took)
+					r.mu.Unlock()
+				}
+				return err
+			}, nil
+		}
+	}
+	return out
+}
+
+func (r *releaseTimes) median() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return benchrun.Percentile(r.took, 0.5)
 }
 
 // subCommands returns how many SUBSCRIBE and UNSUBSCRIBE commands the
