@@ -20,6 +20,9 @@ import (
 //     scripts (INFO commandstats usec of EVAL and EVALSHA, which includes
 //     the commands a script calls; both implementations send nothing
 //     else per cycle);
+//   - called-us/cycle: the part of it the commands the scripts called
+//     took by themselves (their own usec), the rest being the scripts'
+//     Lua and the calls' way in and out;
 //   - evalsha-us/call: usec_per_call of EVALSHA;
 //   - calls/cycle: every command the server ran, EVALSHA and the
 //     commands the scripts called, and <cmd>/cycle for each of them;
@@ -53,7 +56,7 @@ func BenchmarkUncontendedServer(b *testing.B) {
 			}
 			after := serverInfo(ctx, b, admin)
 			per := func(v float64) float64 { return v / float64(n) }
-			var usec, calls float64
+			var usec, called, calls float64
 			for cmd, s := range after.cmds {
 				if cmd == "info" || cmd == "config|resetstat" {
 					continue
@@ -62,9 +65,12 @@ func BenchmarkUncontendedServer(b *testing.B) {
 				b.ReportMetric(per(s.calls), cmd+"/cycle")
 				if cmd == "eval" || cmd == "evalsha" {
 					usec += s.usec
+				} else {
+					called += s.usec
 				}
 			}
 			b.ReportMetric(per(usec), "server-us/cycle")
+			b.ReportMetric(per(called), "called-us/cycle")
 			b.ReportMetric(per(calls), "calls/cycle")
 			if s, ok := after.cmds["evalsha"]; ok && s.calls > 0 {
 				b.ReportMetric(s.usec/s.calls, "evalsha-us/call")
