@@ -75,7 +75,9 @@
 // its presence rests on its lease, which alone removes it (besides its own
 // release). A lease the server let expire is past the client's own
 // deadline for it too, so the client refuses the guard's token; a lease
-// deleted is heard on the same connection before any later release.
+// deleted is heard on the same connection before any later release. So a
+// Backend made while keyspace notifications were off takes no handoff on
+// hearing it: its waiters read their queues, which finds such a claim gone.
 //
 // A claim that joins lists only the claims ahead of it that package
 // backend's Ahead names (for an exclusive claim, the one just ahead), and

@@ -239,9 +239,12 @@ func (a *acquisition) sleep(ctx context.Context, s standing) error {
 // for one key only (the others may not be free); the claim's own presence,
 // which a read would confirm, rests on its lease: its claims leave only
 // with it or by its release, and a lease the server let expire is past the
-// client's own deadline too (guarantee 3), so a guard on it is refused.
+// client's own deadline too (guarantee 3), so a guard on it is refused. A
+// lease deleted is heard, before the release, only through its keyspace
+// notification: without notifications the claim reads its queue instead,
+// which finds it gone with its lease.
 func (a *acquisition) handedOff(qs [][]queued, h handoff) ([][]queued, bool) {
-	if h.at.IsZero() || len(qs) != 1 || h.key != a.keys[0] {
+	if !a.b.notify || h.at.IsZero() || len(qs) != 1 || h.key != a.keys[0] {
 		return nil, false
 	}
 	q := qs[0]
