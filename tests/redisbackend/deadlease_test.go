@@ -12,6 +12,7 @@ import (
 
 	"github.com/ash-lock/ashlock/backend"
 	redisb "github.com/ash-lock/ashlock/backend/redis"
+	"github.com/ash-lock/ashlock/tests/redistest"
 )
 
 // With keyspace notifications off, nothing tells a waiter that its lease
@@ -69,4 +70,46 @@ func TestWaiterOnADeletedLeaseTakesNoHandoffWithoutNotifications(t *testing.T) {
 		return
 	}
 	require.ErrorIs(t, p.err, backend.ErrLeaseExpired)
+}
+
+// A lease evicted under memory pressure (maxmemory with a volatile-*
+// policy evicts the keys that expire, which are the leases) ends as a
+// deleted one does: with the eviction notified ('e' among the keyspace
+// notifications), its holders are told at once, not at their next
+// renewal while a rival's read has already reaped their claims.
+func TestEvictedLeaseReachesItsHolderAtOnce(t *testing.T) {
+	ctx := ctxFor(t)
+	// A server of its own: its memory limit would evict the leases of
+	// every other test.
+	s, err := redistest.Start(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	rc := s.Client()
+	t.Cleanup(func() { _ = rc.Close() })
+	require.NoError(t, rc.ConfigSet(ctx, "notify-keyspace-events", "KEgxe").Err())
+	require.NoError(t, rc.ConfigSet(ctx, "maxmemory-policy", "volatile-ttl").Err())
+	prefix := redistest.Prefix()
+	b, err := redisb.New(ctx, rc, redisb.WithPrefix(prefix))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	l := grant(t, b, time.Minute)
+	lost := make(chan error, 1)
+	req := request("evicted", l, "H")
+	req.OnLost = backend.LossFunc(func(err error) { lost <- err })
+	_, err = b.Acquire(ctx, req)
+	require.NoError(t, err)
+
+	require.NoError(t, rc.ConfigSet(ctx, "maxmemory", "1").Err())
+	// Refused for want of memory once nothing is left to evict.
+	_ = rc.Set(ctx, "pressure", "x", 0).Err()
+	require.NoError(t, rc.ConfigSet(ctx, "maxmemory", "0").Err())
+	n, err := rc.Exists(ctx, leaseKey(prefix, l.ID)).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "the lease was not evicted")
+	select {
+	case err := <-lost:
+		require.ErrorIs(t, err, backend.ErrLeaseExpired)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the holder of an evicted lease was not told within 5s")
+	}
 }
