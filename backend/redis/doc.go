@@ -48,9 +48,10 @@
 // restored, each waiter reads its queue again. The
 // Backend also subscribes to the keyspace notifications of its leases: a
 // lease deleted or expired reaches its holders' OnLost at once. Those
-// notifications need notify-keyspace-events to include K, g and x; New
-// warns when they do not, and a deleted lease is then found by its
-// holders' next renewal.
+// notifications need notify-keyspace-events to include K, g and x (and e,
+// where a server short of memory may evict leases); New warns when K, g or
+// x is missing, and a deleted lease is then found by its holders' next
+// renewal.
 //
 // # Handoff
 //

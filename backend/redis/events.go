@@ -194,8 +194,9 @@ func (b *Backend) replace(ctx context.Context, old *goredis.PubSub) {
 	b.ps = ps
 }
 
-// dispatch routes one message: a claim event, or the deletion or expiry of
-// a lease.
+// dispatch routes one message: a claim event, or the deletion, expiry or
+// eviction of a lease (a server short of memory with a volatile-* policy
+// evicts the keys that expire, and the leases are those).
 func (b *Backend) dispatch(m *goredis.Message) {
 	if m.Pattern == "" {
 		if key, ok := strings.CutPrefix(m.Channel, b.lay.tag+"k:"); ok {
@@ -213,7 +214,7 @@ func (b *Backend) dispatch(m *goredis.Message) {
 		}
 		return
 	}
-	if m.Payload != "del" && m.Payload != "expired" {
+	if m.Payload != "del" && m.Payload != "expired" && m.Payload != "evicted" {
 		return
 	}
 	if id, ok := b.lay.leaseOf(m.Channel); ok {
