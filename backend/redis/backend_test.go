@@ -15,8 +15,9 @@ import (
 )
 
 // A Ring is a UniversalClient too, but it moves a key to another shard
-// when its own is down, and a lock's state with it: New refuses it with a
-// clear error (it panicked, a Ring's Subscribe wanting a channel).
+// when its own is down, and a lock's state would not follow: New refuses
+// it with a clear error, and does not reach a Ring's Subscribe, which
+// panics without a channel.
 func TestNewRefusesARing(t *testing.T) {
 	ring := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
 	defer func() { _ = ring.Close() }()
