@@ -78,7 +78,9 @@
 // deadline for it too, so the client refuses the guard's token; a lease
 // deleted is heard on the same connection before any later release. So a
 // Backend made while keyspace notifications were off takes no handoff on
-// hearing it: its waiters read their queues, which finds such a claim gone.
+// hearing it, nor does a waiter whose subscriber's stream broke since its
+// last read (the deletion may have been lost in the gap): they read their
+// queues, which finds such a claim gone.
 //
 // A claim that joins lists only the claims ahead of it that package
 // backend's Ahead names (for an exclusive claim, the one just ahead), and

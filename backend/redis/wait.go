@@ -97,7 +97,7 @@ func (a *acquisition) wait(ctx context.Context, qs [][]queued, readAt time.Time)
 				return err
 			}
 		}
-		h := a.b.reg.lastHandoff(a.w)
+		h := a.b.reg.lastHandoff(a.w, a.readGaps)
 		if q, ok := a.handedOff(qs, h); ok {
 			qs, readAt = q, h.at
 			continue
@@ -241,8 +241,9 @@ func (a *acquisition) sleep(ctx context.Context, s standing) error {
 // with it or by its release, and a lease the server let expire is past the
 // client's own deadline too (guarantee 3), so a guard on it is refused. A
 // lease deleted is heard, before the release, only through its keyspace
-// notification: without notifications the claim reads its queue instead,
-// which finds it gone with its lease.
+// notification: without notifications, or when the subscriber's stream
+// broke since the read (registry.lastHandoff then names no departure), the
+// claim reads its queue instead, which finds it gone with its lease.
 func (a *acquisition) handedOff(qs [][]queued, h handoff) ([][]queued, bool) {
 	if !a.b.notify || h.at.IsZero() || len(qs) != 1 || h.key != a.keys[0] {
 		return nil, false
@@ -260,6 +261,7 @@ func (a *acquisition) handedOff(qs [][]queued, h handoff) ([][]queued, bool) {
 // behind it have no say in its standing), reaping the claims of ended
 // leases among them.
 func (a *acquisition) read(ctx context.Context) ([][]queued, time.Time, error) {
+	a.readGaps = a.b.reg.gapCount()
 	return a.b.queues(ctx, a.keys, strconv.FormatUint(a.token, 10))
 }
 
