@@ -113,7 +113,8 @@ type acquisition struct {
 	at        time.Time
 	prevStamp backend.Timestamp // the highest stamp of the keys when admitted
 	stamp     backend.Timestamp
-	recordAt  bool // admitted by a read: at goes to Redis once Acquire returns
+	recordAt  bool   // admitted by a read: at goes to Redis once Acquire returns
+	readGaps  uint64 // registry.gapCount as the last read of the queues began
 }
 
 func (a *acquisition) run(ctx context.Context) error {

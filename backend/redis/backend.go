@@ -66,7 +66,9 @@ func (b *Backend) claimName() string {
 
 // New returns a Backend that keeps its locks in the Redis server (or
 // cluster, or failover group) c talks to. The caller keeps ownership of c
-// (its TLS, auth, pool) and closes it after the Backend.
+// (its TLS, auth, pool) and closes it after the Backend. c must not be a
+// *goredis.Ring: a Ring sends a key to another shard while its own is
+// down, and the lock's state would not follow it.
 //
 // New subscribes to the keyspace notifications of the Backend's leases,
 // and returns once the server has confirmed it, or ctx ends. It reads notify-keyspace-events and logs a WARN when
@@ -81,6 +83,10 @@ func New(ctx context.Context, c goredis.UniversalClient, opts ...Option) (*Backe
 	}
 	if c == nil {
 		return nil, fmt.Errorf("%w: redis: nil client", backend.ErrInvalidConfig)
+	}
+	if _, ok := c.(*goredis.Ring); ok {
+		return nil, fmt.Errorf("%w: redis: a Ring client (it sends a key to another shard while its own is down)",
+			backend.ErrInvalidConfig)
 	}
 	lay, err := newLayout(o.prefix)
 	if err != nil {

@@ -48,9 +48,10 @@
 // restored, each waiter reads its queue again. The
 // Backend also subscribes to the keyspace notifications of its leases: a
 // lease deleted or expired reaches its holders' OnLost at once. Those
-// notifications need notify-keyspace-events to include K, g and x; New
-// warns when they do not, and a deleted lease is then found by its
-// holders' next renewal.
+// notifications need notify-keyspace-events to include K, g and x (and e,
+// where a server short of memory may evict leases); New warns when K, g or
+// x is missing, and a deleted lease is then found by its holders' next
+// renewal.
 //
 // # Handoff
 //
@@ -75,7 +76,11 @@
 // its presence rests on its lease, which alone removes it (besides its own
 // release). A lease the server let expire is past the client's own
 // deadline for it too, so the client refuses the guard's token; a lease
-// deleted is heard on the same connection before any later release.
+// deleted is heard on the same connection before any later release. So a
+// Backend made while keyspace notifications were off takes no handoff on
+// hearing it, nor does a waiter whose subscriber's stream broke since its
+// last read (the deletion may have been lost in the gap): they read their
+// queues, which finds such a claim gone.
 //
 // A claim that joins lists only the claims ahead of it that package
 // backend's Ahead names (for an exclusive claim, the one just ahead), and

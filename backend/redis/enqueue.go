@@ -31,6 +31,7 @@ func (a *acquisition) enqueue(ctx context.Context, mode string, permit int, expe
 		args = append(args, e)
 	}
 	a.mayExist = true
+	a.readGaps = a.b.reg.gapCount()
 	v, err := enqueueScript.Run(ctx, a.b.c, []string{a.b.lay.token()}, args...).Slice()
 	if err != nil {
 		return enqueueReply{}, a.b.fail(ctx, "acquire", err)

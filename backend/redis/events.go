@@ -25,7 +25,7 @@ const (
 
 // subscribe opens the subscriber connection with the keyspace
 // notifications of the Backend's leases, and waits for the server to
-// confirm it. The channels of claims and keys are added as waiters need
+// confirm them. The channels of claims and keys are added as waiters need
 // them (see subs.go).
 func (b *Backend) subscribe(ctx context.Context) (*goredis.PubSub, error) {
 	ps := b.newPubSub(ctx, nil)
@@ -35,18 +35,19 @@ func (b *Backend) subscribe(ctx context.Context) (*goredis.PubSub, error) {
 			_ = ps.Close()
 			return nil, err
 		}
-		if _, ok := msg.(*goredis.Subscription); ok {
+		if s, ok := msg.(*goredis.Subscription); ok && s.Kind == "psubscribe" {
 			return ps, nil
 		}
 	}
 }
 
-// newPubSub subscribes to channels and then to the notifications of
-// leases, without waiting: a failure shows at the next Receive, and
-// go-redis subscribes again on every new connection, the channels before
-// the pattern, so that the pattern's confirmation follows them.
+// newPubSub subscribes to channels (after the layout's routeChannels) and
+// then to the notifications of leases, without waiting: a failure shows
+// at the next Receive, and go-redis subscribes again on every new
+// connection, the channels before the pattern, so that the pattern's
+// confirmation follows them.
 func (b *Backend) newPubSub(ctx context.Context, channels []string) *goredis.PubSub {
-	ps := b.c.Subscribe(ctx, channels...)
+	ps := b.c.Subscribe(ctx, append(b.lay.routeChannels(), channels...)...)
 	_ = ps.PSubscribe(ctx, b.lay.leaseSpace(b.db))
 	return ps
 }
@@ -194,8 +195,9 @@ func (b *Backend) replace(ctx context.Context, old *goredis.PubSub) {
 	b.ps = ps
 }
 
-// dispatch routes one message: a claim event, or the deletion or expiry of
-// a lease.
+// dispatch routes one message: a claim event, or the deletion, expiry or
+// eviction of a lease (a server short of memory with a volatile-* policy
+// evicts the keys that expire, and the leases are those).
 func (b *Backend) dispatch(m *goredis.Message) {
 	if m.Pattern == "" {
 		if key, ok := strings.CutPrefix(m.Channel, b.lay.tag+"k:"); ok {
@@ -213,7 +215,7 @@ func (b *Backend) dispatch(m *goredis.Message) {
 		}
 		return
 	}
-	if m.Payload != "del" && m.Payload != "expired" {
+	if m.Payload != "del" && m.Payload != "expired" && m.Payload != "evicted" {
 		return
 	}
 	if id, ok := b.lay.leaseOf(m.Channel); ok {

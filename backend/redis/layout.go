@@ -27,6 +27,7 @@ const maxPrefixLen = 256
 //	{p}s:<key>        the highest stamp recorded at that key
 //	{p}e:<token>      the channel of the events of the claim with that token
 //	{p}k:<key>        the channel of the events of every claim at that key
+//	{p}route          a channel nothing is published on (see routeChannels)
 type layout struct {
 	tag string // "{" + prefix + "}"
 }
@@ -69,6 +70,21 @@ func (l layout) keyChannel(key string) string { return l.tag + "k:" + key }
 // layout in database db, with the glob characters of the tag escaped.
 func (l layout) leaseSpace(db int) string {
 	return fmt.Sprintf("__keyspace@%d__:", db) + globEscape(l.tag+"lease:") + "*"
+}
+
+// routeChannels returns the channels a subscriber connection holds for
+// its routing alone. go-redis's cluster client makes a subscriber
+// connection on the node of its first channel's hash tag (of the lease
+// notifications' pattern when it has no channel), and only that node
+// publishes the notifications of the prefix's leases. The pattern escapes
+// the glob characters of the tag, which changes its hash tag: a prefix
+// holding one has a channel of its own tag subscribed first, and kept on
+// every connection, so that the connection is made on the prefix's node.
+func (l layout) routeChannels() []string {
+	if globEscape(l.tag) == l.tag {
+		return nil
+	}
+	return []string{l.tag + "route"}
 }
 
 // leaseOf returns the lease a keyspace notification channel names.

@@ -98,3 +98,14 @@ func FuzzParseRecord(f *testing.F) {
 		}
 	})
 }
+
+func TestRouteChannels(t *testing.T) {
+	plain, err := newLayout("app:")
+	require.NoError(t, err)
+	assert.Nil(t, plain.routeChannels(), "the pattern's hash tag is the prefix's: it routes the connection")
+	for _, p := range []string{"a*", "a?", "a[b]", `a\`} {
+		l, err := newLayout(p)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"{" + p + "}route"}, l.routeChannels(), p)
+	}
+}

@@ -88,6 +88,7 @@ func (r *registry) gapStarted() {
 		r.gapFrom = r.verified
 	}
 	r.inGap = true
+	r.gaps++
 	for _, m := range r.observers {
 		for o := range m {
 			o.inGap = true
@@ -114,6 +115,7 @@ func (r *registry) gapEnded() {
 		from = r.gapFrom
 	}
 	r.inGap = false
+	r.gaps++
 	for _, m := range r.observers {
 		for o := range m {
 			o.inGap = false

@@ -97,7 +97,7 @@ func (a *acquisition) wait(ctx context.Context, qs [][]queued, readAt time.Time)
 				return err
 			}
 		}
-		h := a.b.reg.lastHandoff(a.w)
+		h := a.b.reg.lastHandoff(a.w, a.readGaps)
 		if q, ok := a.handedOff(qs, h); ok {
 			qs, readAt = q, h.at
 			continue
@@ -239,9 +239,13 @@ func (a *acquisition) sleep(ctx context.Context, s standing) error {
 // for one key only (the others may not be free); the claim's own presence,
 // which a read would confirm, rests on its lease: its claims leave only
 // with it or by its release, and a lease the server let expire is past the
-// client's own deadline too (guarantee 3), so a guard on it is refused.
+// client's own deadline too (guarantee 3), so a guard on it is refused. A
+// lease deleted is heard, before the release, only through its keyspace
+// notification: without notifications, or when the subscriber's stream
+// broke since the read (registry.lastHandoff then names no departure), the
+// claim reads its queue instead, which finds it gone with its lease.
 func (a *acquisition) handedOff(qs [][]queued, h handoff) ([][]queued, bool) {
-	if h.at.IsZero() || len(qs) != 1 || h.key != a.keys[0] {
+	if !a.b.notify || h.at.IsZero() || len(qs) != 1 || h.key != a.keys[0] {
 		return nil, false
 	}
 	q := qs[0]
@@ -257,6 +261,7 @@ func (a *acquisition) handedOff(qs [][]queued, h handoff) ([][]queued, bool) {
 // behind it have no say in its standing), reaping the claims of ended
 // leases among them.
 func (a *acquisition) read(ctx context.Context) ([][]queued, time.Time, error) {
+	a.readGaps = a.b.reg.gapCount()
 	return a.b.queues(ctx, a.keys, strconv.FormatUint(a.token, 10))
 }
 

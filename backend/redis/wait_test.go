@@ -11,7 +11,8 @@ import (
 
 func TestHandedOffOnlyByTheClaimJustAhead(t *testing.T) {
 	at := time.UnixMilli(1_700_000_000_123)
-	a := &acquisition{req: backend.AcquireRequest{ID: "me"}, keys: []string{"k"}, token: 30}
+	b := &Backend{notify: true}
+	a := &acquisition{b: b, req: backend.AcquireRequest{ID: "me"}, keys: []string{"k"}, token: 30}
 	me := queued{id: "me", token: 30}
 	q := [][]queued{{{id: "x", token: 10}, {id: "y", token: 20}, me}}
 
@@ -30,7 +31,11 @@ func TestHandedOffOnlyByTheClaimJustAhead(t *testing.T) {
 
 	_, ok = a.handedOff([][]queued{{me}}, handoff{ev("k", 20), at})
 	assert.False(t, ok, "not in the queue as read behind that claim")
-	multi := &acquisition{req: a.req, keys: []string{"k", "l"}, token: 30}
+	multi := &acquisition{b: b, req: a.req, keys: []string{"k", "l"}, token: 30}
 	_, ok = multi.handedOff([][]queued{q[0], {{id: "z", token: 20}, me}}, handoff{ev("k", 20), at})
 	assert.False(t, ok, "a multi-key claim may still wait at its other keys")
+
+	unheard := &acquisition{b: &Backend{}, req: a.req, keys: a.keys, token: 30}
+	_, ok = unheard.handedOff(q, handoff{ev("k", 20), at})
+	assert.False(t, ok, "without notifications the deletion of its own lease is not heard before the release")
 }

@@ -34,6 +34,7 @@ type registry struct {
 	observers   map[string]map[*observer]struct{}
 	inGap       bool      // the subscriber's stream broke and is not restored yet
 	gapFrom     time.Time // verified when it broke: what came after may be lost
+	gaps        uint64    // starts and ends of gaps so far (see lastHandoff)
 }
 
 func newRegistry(lay layout, sub subscriber) *registry {
@@ -189,11 +190,25 @@ func (r *registry) disarm(w *watcher) {
 
 // lastHandoff returns the last departure from the head of its queue that
 // w heard (on the channels of the claims it waits for), armed or not: the
-// fact stays true however late it is used (see wait.go's handedOff).
-func (r *registry) lastHandoff(w *watcher) handoff {
+// fact stays true however late it is used (see wait.go's handedOff). It
+// returns none if the subscriber's stream has broken since gaps was
+// gapCount: the deletion of the waiter's own lease, which the stream
+// would have brought before the release, may have been lost in the gap.
+func (r *registry) lastHandoff(w *watcher, gaps uint64) handoff {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.gaps != gaps {
+		return handoff{}
+	}
 	return w.handoff
+}
+
+// gapCount returns how many times the subscriber's stream has broken or
+// been restored so far: a waiter notes it as it begins a read.
+func (r *registry) gapCount() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gaps
 }
 
 func (r *registry) disarmLocked(w *watcher) {

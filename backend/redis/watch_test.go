@@ -304,22 +304,34 @@ func TestAHeadDepartureHeardIsKeptArmedOrNot(t *testing.T) {
 	w := r.watch([]string{"k"}, false)
 	obs := r.watch([]string{"k"}, true)
 	at := time.UnixMilli(1_700_000_000_123)
-	assert.Zero(t, r.lastHandoff(w))
+	assert.Zero(t, r.lastHandoff(w, r.gapCount()))
 
 	// Heard while armed: kept past the disarm that follows the wake.
 	assert.True(t, r.arm(w, []wanted{{ev("k", 1), false, false}}, nil))
 	r.event(ev("k", 1), departed, at)
 	assert.True(t, woken(w))
 	r.disarm(w)
-	assert.Equal(t, handoff{ev("k", 1), at}, r.lastHandoff(w))
+	assert.Equal(t, handoff{ev("k", 1), at}, r.lastHandoff(w, r.gapCount()))
 
 	// A departure that was not from the head changes nothing; one heard
 	// while disarmed (during a read) is kept too.
 	r.event(ev("k", 2), departed, time.Time{})
-	assert.Equal(t, handoff{ev("k", 1), at}, r.lastHandoff(w))
+	assert.Equal(t, handoff{ev("k", 1), at}, r.lastHandoff(w, r.gapCount()))
 	r.event(ev("k", 2), departed, at.Add(time.Millisecond))
-	assert.Equal(t, handoff{ev("k", 2), at.Add(time.Millisecond)}, r.lastHandoff(w))
-	assert.Zero(t, r.lastHandoff(obs), "an observer follows its key's channel instead")
+	assert.Equal(t, handoff{ev("k", 2), at.Add(time.Millisecond)}, r.lastHandoff(w, r.gapCount()))
+	assert.Zero(t, r.lastHandoff(obs, r.gapCount()), "an observer follows its key's channel instead")
+
+	// A break of the stream since the read began (noted by the gap count
+	// then) voids it, and so does its restoration: what the gap lost may
+	// include the deletion of the waiter's own lease.
+	read := r.gapCount()
+	r.gapStarted()
+	assert.Zero(t, r.lastHandoff(w, read), "the stream broke since the read began")
+	read = r.gapCount()
+	r.resubscribed()
+	assert.Zero(t, r.lastHandoff(w, read), "the stream was restored since the read began")
+	read = r.gapCount()
+	assert.Equal(t, handoff{ev("k", 2), at.Add(time.Millisecond)}, r.lastHandoff(w, read))
 }
 
 func TestParseClaimMessage(t *testing.T) {

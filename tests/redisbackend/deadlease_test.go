@@ -1,0 +1,115 @@
+package redisbackend
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ash-lock/ashlock/backend"
+	redisb "github.com/ash-lock/ashlock/backend/redis"
+	"github.com/ash-lock/ashlock/tests/redistest"
+)
+
+// With keyspace notifications off, nothing tells a waiter that its lease
+// was deleted while it waited: a release it hears is then no handoff, and
+// it must find its claim gone (reaped with the lease) rather than take the
+// key on a lease that no longer exists, which a rival's read reaps at once.
+func TestWaiterOnADeletedLeaseTakesNoHandoffWithoutNotifications(t *testing.T) {
+	ctx := ctxFor(t)
+	rc := client(t)
+	old, err := rc.ConfigGet(ctx, "notify-keyspace-events").Result()
+	require.NoError(t, err)
+	require.NoError(t, rc.ConfigSet(ctx, "notify-keyspace-events", "").Err())
+	t.Cleanup(func() {
+		// The test's context has ended by now.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c := srv.Client()
+		defer c.Close()
+		require.NoError(t, c.ConfigSet(ctx, "notify-keyspace-events", old["notify-keyspace-events"]).Err())
+	})
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	hb, _, prefix := newBackend(t, redisb.WithLogger(quiet))
+	holder, err := hb.Acquire(ctx, request("deleted-waiter", grant(t, hb, time.Minute), "H"))
+	require.NoError(t, err)
+
+	// The release comes once the waiter has checked the holder after its
+	// subscription was confirmed: the waiter hears it.
+	wc := client(t)
+	checked := &afterArg{arg: strconv.FormatUint(holder.Token, 10), done: make(chan struct{})}
+	wc.AddHook(checked)
+	wb, err := redisb.New(ctx, wc, redisb.WithPrefix(prefix), redisb.WithLogger(quiet))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = wb.Close() })
+	wl := grant(t, wb, time.Minute)
+	p := startAcquire(t, wb, request("deleted-waiter", wl, "W"))
+	awaitWaiting(t, hb, "deleted-waiter", 1)
+	select {
+	case <-checked.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter never checked the holder after subscribing")
+	}
+
+	require.NoError(t, rc.Del(ctx, leaseKey(prefix, wl.ID)).Err())
+	require.NoError(t, hb.Release(ctx, holder))
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Acquire did not return within 10s")
+	}
+	if p.err == nil {
+		// Show what the claim returned is worth: a rival takes the key.
+		rival, err := hb.Acquire(ctx, try(request("deleted-waiter", grant(t, hb, time.Minute), "R")))
+		t.Errorf("the waiter acquired token %d on a deleted lease; a rival then acquired: token %d, error %v",
+			p.claim.Token, rival.Token, err)
+		return
+	}
+	require.ErrorIs(t, p.err, backend.ErrLeaseExpired)
+}
+
+// A lease evicted under memory pressure (maxmemory with a volatile-*
+// policy evicts the keys that expire, which are the leases) ends as a
+// deleted one does: with the eviction notified ('e' among the keyspace
+// notifications), its holders are told at once, not at their next
+// renewal while a rival's read has already reaped their claims.
+func TestEvictedLeaseReachesItsHolderAtOnce(t *testing.T) {
+	ctx := ctxFor(t)
+	// A server of its own: its memory limit would evict the leases of
+	// every other test.
+	s, err := redistest.Start(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	rc := s.Client()
+	t.Cleanup(func() { _ = rc.Close() })
+	require.NoError(t, rc.ConfigSet(ctx, "notify-keyspace-events", "KEgxe").Err())
+	require.NoError(t, rc.ConfigSet(ctx, "maxmemory-policy", "volatile-ttl").Err())
+	prefix := redistest.Prefix()
+	b, err := redisb.New(ctx, rc, redisb.WithPrefix(prefix))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	l := grant(t, b, time.Minute)
+	lost := make(chan error, 1)
+	req := request("evicted", l, "H")
+	req.OnLost = backend.LossFunc(func(err error) { lost <- err })
+	_, err = b.Acquire(ctx, req)
+	require.NoError(t, err)
+
+	require.NoError(t, rc.ConfigSet(ctx, "maxmemory", "1").Err())
+	// Refused for want of memory once nothing is left to evict.
+	_ = rc.Set(ctx, "pressure", "x", 0).Err()
+	require.NoError(t, rc.ConfigSet(ctx, "maxmemory", "0").Err())
+	n, err := rc.Exists(ctx, leaseKey(prefix, l.ID)).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "the lease was not evicted")
+	select {
+	case err := <-lost:
+		require.ErrorIs(t, err, backend.ErrLeaseExpired)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the holder of an evicted lease was not told within 5s")
+	}
+}

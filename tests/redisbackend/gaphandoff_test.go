@@ -1,0 +1,173 @@
+package redisbackend
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ash-lock/ashlock/backend"
+	redisb "github.com/ash-lock/ashlock/backend/redis"
+	"github.com/ash-lock/ashlock/tests/redistest"
+)
+
+// A release heard on a subscriber connection made after a gap is no
+// handoff by itself: the deletion of the waiter's own lease may have been
+// published inside the gap and lost with it. Here the waiter's lease is
+// deleted while its subscriber is cut off, and the new connection has
+// subscribed the holder's channel again but not yet the lease
+// notifications when the holder releases: the waiter must read its queue,
+// find its claim gone with its lease, and fail, not take the key on the
+// deleted lease (which a rival's read then reaps, letting the rival in).
+func TestHeardHandoffAfterASubscriberGapIsRead(t *testing.T) {
+	ctx := ctxFor(t)
+	prefix := redistest.Prefix()
+	p, err := srv.Proxy()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	gate := newPsubGate()
+	t.Cleanup(gate.finish)
+	hb, rc, _ := newBackendPrefix(t, prefix)
+	holder, err := hb.Acquire(ctx, request("gap-handoff", grant(t, hb, time.Minute), "H"))
+	require.NoError(t, err)
+
+	wc := goredis.NewClient(&goredis.Options{Addr: p.Addr(), Dialer: gate.dialer(p.Addr())})
+	t.Cleanup(func() { _ = wc.Close() })
+	checked := &afterArg{arg: strconv.FormatUint(holder.Token, 10), done: make(chan struct{})}
+	wc.AddHook(checked)
+	wb, err := redisb.New(ctx, wc, redisb.WithPrefix(prefix))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = wb.Close() })
+	wl := grant(t, wb, time.Minute)
+	w := startAcquire(t, wb, request("gap-handoff", wl, "W"))
+	awaitWaiting(t, hb, "gap-handoff", 1)
+	select {
+	case <-checked.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter never checked the holder after subscribing")
+	}
+
+	// The gap: the subscriber goes silent, the lease's deletion is held
+	// and then dropped with the connection.
+	gate.armed.Store(true)
+	p.Blackhole()
+	require.NoError(t, rc.Del(ctx, leaseKey(prefix, wl.ID)).Err())
+	p.Reset()
+	p.Restore()
+	// The Backend's own connection after the gap (go-redis makes one of
+	// its own first, which the Backend closes unread) confirms the
+	// holder's channel; its PSUBSCRIBE waits at the gate.
+	select {
+	case <-gate.confirmed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no new subscriber connection confirmed the holder's channel")
+	}
+	require.NoError(t, hb.Release(ctx, holder))
+	select {
+	case <-w.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Acquire did not return within 10s")
+	}
+	gate.finish()
+	if w.err == nil {
+		rival, err := hb.Acquire(ctx, try(request("gap-handoff", grant(t, hb, time.Minute), "R")))
+		t.Errorf("the waiter acquired token %d on a lease deleted in the gap; a rival then acquired: token %d, error %v",
+			w.claim.Token, rival.Token, err)
+		return
+	}
+	require.ErrorIs(t, w.err, backend.ErrLeaseExpired)
+}
+
+// psubGate holds, once armed, what a client writes on a connection from
+// its PSUBSCRIBE on, until finish: the connection's channels are
+// subscribed, its patterns not yet. confirmed gets a value when such a
+// connection reads a subscription's confirmation.
+type psubGate struct {
+	armed     atomic.Bool
+	open      chan struct{}
+	once      sync.Once
+	wg        sync.WaitGroup
+	confirmed chan struct{}
+}
+
+func newPsubGate() *psubGate {
+	return &psubGate{open: make(chan struct{}), confirmed: make(chan struct{}, 1)}
+}
+
+func (g *psubGate) finish() {
+	g.once.Do(func() { close(g.open) })
+	g.wg.Wait()
+}
+
+func (g *psubGate) dialer(addr string) func(ctx context.Context, network, _ string) (net.Conn, error) {
+	return func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &gatedConn{Conn: c, g: g}, nil
+	}
+}
+
+type gatedConn struct {
+	net.Conn
+	g       *psubGate
+	mu      sync.Mutex
+	holding bool
+	held    [][]byte
+}
+
+func (c *gatedConn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.holding && c.g.armed.Load() && bytes.Contains(b, []byte("psubscribe")) {
+		select {
+		case <-c.g.open:
+		default:
+			c.holding = true
+			c.g.wg.Add(1)
+			go c.release()
+		}
+	}
+	if c.holding {
+		c.held = append(c.held, bytes.Clone(b))
+		return len(b), nil
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *gatedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.mu.Lock()
+	holding := c.holding
+	c.mu.Unlock()
+	if holding && bytes.Contains(b[:n], []byte("subscribe")) {
+		select {
+		case c.g.confirmed <- struct{}{}:
+		default:
+		}
+	}
+	return n, err
+}
+
+// release writes what was held once the gate opens.
+func (c *gatedConn) release() {
+	defer c.g.wg.Done()
+	<-c.g.open
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.held {
+		if _, err := c.Conn.Write(b); err != nil {
+			break
+		}
+	}
+	c.held, c.holding = nil, false
+}
