@@ -61,7 +61,7 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 		return backend.Claim{}, fmt.Errorf("%w: redis acquire %q: no lease", backend.ErrLeaseExpired, req.Key)
 	}
 	a := &acquisition{b: b, req: req, keys: req.AllKeys(), kind: backend.KindOf(&req), permit: backend.NoPermit}
-	a.t = b.reg.track(req.Lease, req.OnLost, len(a.keys))
+	a.t = b.reg.track(req.Lease, req.ID, req.OnLost, len(a.keys))
 	if req.Wait {
 		a.w = b.reg.watch(a.keys, false)
 		defer b.reg.unwatch(a.w)

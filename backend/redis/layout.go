@@ -60,6 +60,11 @@ func checkPrefix(p string) error {
 
 func (l layout) token() string { return l.tag + "token" }
 
+// leaseIndex is the key of the index of lease id's claims.
+func (l layout) leaseIndex(id backend.LeaseID) string {
+	return l.tag + "lc:" + strconv.FormatInt(int64(id), 10)
+}
+
 // claimChannel and keyChannel name the channels a claim's events go to.
 func (l layout) claimChannel(token uint64) string {
 	return l.tag + "e:" + strconv.FormatUint(token, 10)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ash-lock/ashlock/backend"
@@ -42,7 +43,9 @@ func (b *Backend) Grant(ctx context.Context, ttl time.Duration) (backend.Lease, 
 // never renewed: the error wraps ErrLeaseExpired, and this Backend's claims
 // on it are reported lost (OnLost, from a goroutine of its own). So is a
 // lease whose claims held here the store no longer has all of (writes
-// lost in a failover that kept the lease): KeepAlive then revokes it.
+// lost in a failover that kept the lease): KeepAlive then revokes it. A
+// renewal that finds more claims on the lease than this Backend has
+// removes those it named but no longer tracks (see removeLeftBehind).
 func (b *Backend) KeepAlive(ctx context.Context, id backend.LeaseID) (time.Duration, error) {
 	if err := b.closedErr("keep-alive"); err != nil {
 		return 0, err
@@ -71,7 +74,51 @@ func (b *Backend) KeepAlive(ctx context.Context, id backend.LeaseID) (time.Durat
 		return 0, fmt.Errorf("%w: redis keep-alive: the store lost %d of lease %d's claims; lease revoked",
 			backend.ErrLeaseExpired, int64(keys)-indexed, id)
 	}
+	// More entries than this Backend's claims on the lease can have: the
+	// store has a claim of the lease that nobody here tracks, and which
+	// would come to hold its key and never be released (see leftBehind).
+	if _, entries := b.reg.trackedOn(id); indexed > int64(entries) {
+		b.removeLeftBehind(ctx, id)
+	}
 	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// removeLeftBehind removes the claims on lease that this Backend named
+// but no longer tracks. Such a claim is a late copy of an enqueue that
+// reached the server after the claim had gone: its Acquire gave up on a
+// reply that did not come and removed the claim by its name before the
+// request it had sent arrived (a partition that healed, a retransmission),
+// or go-redis retried the request on another connection and the first copy
+// arrived after the claim had been released. A failover that lost a
+// release leaves one too. Its lease lives on (this Backend renews it for
+// its other claims), so nothing else would remove it. Claims named by the
+// caller are left to their lease: the same lease may carry claims that
+// another Backend tracks. Failures are logged; the next renewal tries
+// again.
+func (b *Backend) removeLeftBehind(ctx context.Context, lease backend.LeaseID) {
+	entries, err := b.c.SMembers(ctx, b.lay.leaseIndex(lease)).Result()
+	if err != nil {
+		b.log.Debug("redis: reading a lease's claims failed", "lease", int64(lease), "error", err)
+		return
+	}
+	// Read after the index: a claim is tracked before anything of it is
+	// sent, so one listed in the index and not tracked now is done with.
+	tracked, _ := b.reg.trackedOn(lease)
+	left := map[string][]string{}
+	for _, e := range entries {
+		id, key, ok := strings.Cut(e, "\n")
+		if _, mine := tracked[id]; ok && !mine && strings.HasPrefix(id, b.idBase) {
+			left[id] = append(left[id], key)
+		}
+	}
+	for id, keys := range left {
+		if err := b.release(ctx, id, "", keys); err != nil {
+			b.log.Debug("redis: removing a claim left behind failed", "lease", int64(lease), "error", err)
+			return
+		}
+		b.log.Warn("redis: removed a claim that its Acquire had given up on and the store still had",
+			"key", keys[0], "lease", int64(lease))
+	}
 }
 
 // Revoke deletes a lease and every claim bound to it, in one script run,

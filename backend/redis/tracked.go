@@ -10,6 +10,7 @@ import (
 // it is released or lost, so that the end of its lease reaches OnLost.
 type tracked struct {
 	lease  backend.LeaseID
+	id     string // the claim's name
 	onLost backend.LossListener
 	ref    claimRef
 	nkeys  int // entries in its lease's index: one per key
@@ -41,9 +42,10 @@ type claimRef struct {
 	token uint64
 }
 
-// track registers a claim being acquired on lease.
-func (r *registry) track(lease backend.LeaseID, onLost backend.LossListener, nkeys int) *tracked {
-	t := &tracked{lease: lease, onLost: onLost, nkeys: nkeys}
+// track registers a claim named id being acquired on lease, before
+// anything of it is sent to the store.
+func (r *registry) track(lease backend.LeaseID, id string, onLost backend.LossListener, nkeys int) *tracked {
+	t := &tracked{lease: lease, id: id, onLost: onLost, nkeys: nkeys}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := r.claims[lease]
@@ -108,6 +110,20 @@ func (r *registry) heldOn(lease backend.LeaseID) (keys int, releases uint64) {
 		return h.keys, h.releases
 	}
 	return 0, 0
+}
+
+// trackedOn returns the names of the claims tracked on lease (being
+// acquired, held or being released) and how many index entries they may
+// have in the store: one per key each.
+func (r *registry) trackedOn(lease backend.LeaseID) (ids map[string]struct{}, entries int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids = make(map[string]struct{}, len(r.claims[lease]))
+	for t := range r.claims[lease] {
+		ids[t.id] = struct{}{}
+		entries += t.nkeys
+	}
+	return ids, entries
 }
 
 // releasing records that a Release of the holder named ref has been sent:

@@ -99,13 +99,13 @@ func TestLossReachesHoldersOnce(t *testing.T) {
 	r := newRegistry(layout{tag: "{t}"}, nil)
 	var calls []error
 	onLost := backend.LossFunc(func(err error) { calls = append(calls, err) })
-	held := r.track(5, onLost, 1)
+	held := r.track(5, "h", onLost, 1)
 	assert.True(t, r.promote(held, claimRef{"k", 1}))
-	pending := r.track(5, onLost, 1)
-	released := r.track(5, onLost, 1)
+	pending := r.track(5, "p", onLost, 1)
+	released := r.track(5, "r", onLost, 1)
 	assert.True(t, r.promote(released, claimRef{"k2", 2}))
 	r.untrackRef(claimRef{"k2", 2})
-	elsewhere := r.track(6, onLost, 1)
+	elsewhere := r.track(6, "e", onLost, 1)
 	assert.True(t, r.promote(elsewhere, claimRef{"k3", 3}))
 
 	cause := errors.New("gone")
@@ -121,8 +121,8 @@ func TestLossReachesHoldersOnce(t *testing.T) {
 
 func TestHeldCountsFollowHoldersAndReleases(t *testing.T) {
 	r := newRegistry(layout{tag: "{t}"}, nil)
-	a := r.track(1, nil, 3)
-	b := r.track(1, nil, 1)
+	a := r.track(1, "c3", nil, 3)
+	b := r.track(1, "c1", nil, 1)
 	keys, _ := r.heldOn(1)
 	assert.Zero(t, keys, "pending claims counted")
 	assert.True(t, r.promote(a, claimRef{"a", 1}))
@@ -137,13 +137,37 @@ func TestHeldCountsFollowHoldersAndReleases(t *testing.T) {
 	r.untrack(b)
 	keys, _ = r.heldOn(1)
 	assert.Zero(t, keys)
-	c := r.track(1, nil, 2)
+	c := r.track(1, "c2", nil, 2)
 	assert.True(t, r.promote(c, claimRef{"c", 3}))
 	r.lose(1, errors.New("gone"))
 	keys, rel = r.heldOn(1)
 	assert.Zero(t, keys)
 	assert.Zero(t, rel)
 	assert.Empty(t, r.held)
+}
+
+// trackedOn names every claim of a lease from the start of its Acquire
+// until it is released or its Acquire fails, whatever it holds meanwhile:
+// removeLeftBehind removes the claims of the lease it does not name.
+func TestTrackedOnNamesClaimsUntilDone(t *testing.T) {
+	r := newRegistry(layout{tag: "{t}"}, nil)
+	pending := r.track(1, "p", nil, 2)
+	held := r.track(1, "h", nil, 1)
+	assert.True(t, r.promote(held, claimRef{"k", 1}))
+	releasing := r.track(1, "r", nil, 3)
+	assert.True(t, r.promote(releasing, claimRef{"k", 2}))
+	r.releasing(claimRef{"k", 2})
+	r.track(2, "elsewhere", nil, 1)
+
+	ids, entries := r.trackedOn(1)
+	assert.Equal(t, map[string]struct{}{"p": {}, "h": {}, "r": {}}, ids)
+	assert.Equal(t, 6, entries)
+
+	r.untrack(pending)
+	r.untrackRef(claimRef{"k", 2})
+	ids, entries = r.trackedOn(1)
+	assert.Equal(t, map[string]struct{}{"h": {}}, ids, "a failed Acquire's claim and a released one are done")
+	assert.Equal(t, 1, entries)
 }
 
 // fakeSub records the subscription commands a registry sends.
