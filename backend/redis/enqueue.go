@@ -19,6 +19,10 @@ type enqueueReply struct {
 	stamp  string     // "ok"
 }
 
+// replyLen is the least number of elements of each of enqueueScript's
+// replies: a shorter one is refused rather than read past its end.
+var replyLen = map[string]int{"nolease": 1, "mismatch": 2, "changed": 1, "ok": 4, "queued": 3, "exists": 2}
+
 // enqueue runs enqueueScript in mode ("fair" or "cond", see there).
 func (a *acquisition) enqueue(ctx context.Context, mode string, permit int, expect []string) (enqueueReply, error) {
 	args := make([]any, 0, 13+2*len(a.keys))
@@ -36,16 +40,31 @@ func (a *acquisition) enqueue(ctx context.Context, mode string, permit int, expe
 	if err != nil {
 		return enqueueReply{}, a.b.fail(ctx, "acquire", err)
 	}
-	r := enqueueReply{}
-	r.status, _ = v[0].(string)
+	r, err := parseEnqueueReply(v)
+	if err != nil {
+		return enqueueReply{}, fmt.Errorf("%w: redis acquire %q: %w", backend.ErrUnavailable, a.req.Key, err)
+	}
 	switch r.status {
 	case "nolease", "mismatch", "changed":
 		a.mayExist = false // the script added nothing
 	}
-	switch r.status {
-	case "mismatch":
+	return r, nil
+}
+
+// parseEnqueueReply reads what enqueueScript answered; an unknown or
+// malformed reply is an error, with the status read if any.
+func parseEnqueueReply(v []any) (enqueueReply, error) {
+	var err error
+	r := enqueueReply{}
+	if len(v) > 0 {
+		r.status, _ = v[0].(string)
+	}
+	switch {
+	case len(v) < replyLen[r.status]:
+		err = fmt.Errorf("reply %q with %d elements", r.status, len(v))
+	case r.status == "mismatch":
 		r.key, _ = v[1].(string)
-	case "ok":
+	case r.status == "ok":
 		r.token, err = parseToken(v[1])
 		if err == nil {
 			r.at, err = parseMillis(v[2])
@@ -53,29 +72,26 @@ func (a *acquisition) enqueue(ctx context.Context, mode string, permit int, expe
 		if err == nil {
 			r.stamp, _ = v[3].(string)
 		}
-	case "queued":
+	case r.status == "queued":
 		if r.token, err = parseToken(v[1]); err == nil {
 			r.at, err = parseMillis(v[2])
 		}
 		if err == nil {
 			r.queues, err = parseQueues(v[3:])
 		}
-	case "exists":
+	case r.status == "exists":
 		rec, _ := v[1].(string)
 		if err = parseRecord(rec, &r.own); err == nil {
 			r.token = r.own.token
 			r.queues, err = parseQueues(v[2:])
 		}
-	case "changed":
+	case r.status == "changed":
 		r.queues, err = parseQueues(v[1:])
-	case "nolease":
+	case r.status == "nolease":
 	default:
 		err = fmt.Errorf("unknown reply %q", r.status)
 	}
-	if err != nil {
-		return enqueueReply{}, fmt.Errorf("%w: redis acquire %q: %w", backend.ErrUnavailable, a.req.Key, err)
-	}
-	return r, nil
+	return r, err
 }
 
 // placedOnJoin reports whether the claim is recorded as admitted when it

@@ -321,6 +321,9 @@ func (a *acquisition) admit(ctx context.Context, permit int) error {
 	if err != nil {
 		return a.b.fail(ctx, "acquire", err)
 	}
+	if len(v) == 0 {
+		return fmt.Errorf("%w: redis acquire %q: empty reply", backend.ErrUnavailable, a.req.Key)
+	}
 	if s, _ := v[0].(string); s != "ok" || len(v) != 3 {
 		return a.lostError()
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/ash-lock/ashlock/backend"
 )
@@ -38,4 +39,22 @@ func TestHandedOffOnlyByTheClaimJustAhead(t *testing.T) {
 	unheard := &acquisition{b: &Backend{}, req: a.req, keys: a.keys, token: 30}
 	_, ok = unheard.handedOff(q, handoff{ev("k", 20), at})
 	assert.False(t, ok, "without notifications the deletion of its own lease is not heard before the release")
+}
+
+// A reply of enqueueScript shorter than its status says is an error, not
+// a read past its end (a panic).
+func TestShortEnqueueRepliesAreErrors(t *testing.T) {
+	for _, v := range [][]any{
+		{}, {"ok"}, {"ok", "5", "1700000000000"}, {"queued", "5"}, {"exists"}, {"mismatch"}, {"what"},
+	} {
+		var err error
+		require.NotPanics(t, func() { _, err = parseEnqueueReply(v) }, "%v", v)
+		assert.Error(t, err, "%v", v)
+	}
+	r, err := parseEnqueueReply([]any{"ok", "5", "1700000000000", "0"})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(5), r.token)
+	r, err = parseEnqueueReply([]any{"nolease"})
+	require.NoError(t, err)
+	assert.Equal(t, "nolease", r.status)
 }
