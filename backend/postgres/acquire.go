@@ -289,12 +289,19 @@ func (a *acquisition) discard(ctx context.Context, err error) {
 	}
 }
 
-// cleanup deletes the acquisition's rows by name, once.
+// cleanup deletes the acquisition's rows by name, once. It first locks
+// the keys' rows as an enqueue does, in one batch: an enqueue of ours
+// that is still inside the server (waiting for those rows, its reply
+// lost and its cancel request too) commits before the delete looks, so
+// the delete finds its claim instead of finding nothing while the claim
+// is yet to commit, and then stays behind for as long as its lease lives.
 func (a *acquisition) cleanup() error {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	_, err := a.b.pool.Exec(ctx, a.b.sql.cleanup, a.keys, a.req.ID)
-	return err
+	var batch pgx.Batch
+	batch.Queue(a.b.sql.lockKeys, a.keys)
+	batch.Queue(a.b.sql.cleanup, a.keys, a.req.ID)
+	return a.b.pool.SendBatch(ctx, &batch).Close()
 }
 
 func (a *acquisition) forget() {
