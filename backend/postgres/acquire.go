@@ -83,8 +83,12 @@ type acquisition struct {
 	kind backend.Kind
 	w    *waiter
 
-	mayExist   bool     // rows of the claim may exist: remove them on failure
-	hold       *holding // once the claim's rows are known to exist
+	mayExist bool     // rows of the claim may exist: remove them on failure
+	hold     *holding // once the claim's rows are known to exist
+	// unsure: the listener reconnected after the round that made the
+	// claim began, so a delete of its rows may have gone unheard (see
+	// hub.hold); its queues must be read again before it is trusted.
+	unsure     bool
 	token      int64
 	permit     int
 	acquiredAt time.Time
@@ -132,7 +136,10 @@ func (a *acquisition) queue(ctx context.Context) error {
 	if err := a.enqueued(res); err != nil {
 		return err
 	}
-	rows := res.rows
+	rows, err := a.recheck(ctx, res.rows)
+	if err != nil {
+		return err
+	}
 	for {
 		s := a.judge(rows, false)
 		switch {
@@ -166,7 +173,14 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 			if err := a.enqueued(res); err != nil {
 				return err
 			}
-			s := a.judge(res.rows, false)
+			rows, err := a.recheck(ctx, res.rows)
+			if err != nil {
+				return err
+			}
+			s := a.judge(rows, false)
+			if s.gone {
+				return a.lostError()
+			}
 			a.permit, a.acquiredAt = s.permit, s.acquiredAt
 			return nil
 		}
@@ -218,8 +232,19 @@ func (a *acquisition) enqueued(res enqueueResult) error {
 		h.refs = append(h.refs, ref{key: k, token: a.token})
 	}
 	a.hold = h
-	a.b.hub.hold(h, a.w)
+	a.unsure = a.b.hub.hold(h, a.w)
 	return nil
+}
+
+// recheck returns rows, the queues the enqueue read, or, if the claim is
+// unsure, the queues read again: the claim is now known to the hub, so a
+// later delete reaches it, by event or by the checks of a reconnection.
+func (a *acquisition) recheck(ctx context.Context, rows []queued) ([]queued, error) {
+	if !a.unsure {
+		return rows, nil
+	}
+	a.b.hub.begin(a.w)
+	return a.read(ctx)
 }
 
 // mismatch returns ErrPermitMismatch if a claim queued at one of the keys

@@ -96,3 +96,19 @@ func TestResyncChecksClaimsBeingAcquired(t *testing.T) {
 	require.False(t, owed, "an OnLost call owed for a claim Acquire has not returned")
 	require.False(t, h.promote(acquiring), "Acquire would return a claim found gone")
 }
+
+// A claim recorded after the listener reconnected, in a round that began
+// before, escaped that reconnection's checks, while a delete of its rows
+// may be among the events missed: hold reports it, so that its Acquire
+// reads its rows again. One recorded in a round that began after the
+// reconnection is sure.
+func TestHoldAfterResyncIsUnsure(t *testing.T) {
+	h := newHub()
+	w := h.addWaiter([]string{"k"})
+	defer h.dropWaiter(w)
+	h.begin(w)
+	require.Empty(t, h.resync(nil, time.Now()))
+	require.True(t, h.hold(&holding{refs: []ref{{key: "k", token: 7}}, name: "late"}, w))
+	h.begin(w)
+	require.False(t, h.hold(&holding{refs: []ref{{key: "k", token: 8}}, name: "sure"}, w))
+}
