@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ash-lock/ashlock/backend"
@@ -111,4 +112,15 @@ func TestHoldAfterResyncIsUnsure(t *testing.T) {
 	require.True(t, h.hold(&holding{refs: []ref{{key: "k", token: 7}}, name: "late"}, w))
 	h.begin(w)
 	require.False(t, h.hold(&holding{refs: []ref{{key: "k", token: 8}}, name: "sure"}, w))
+}
+
+// An error response without a well-formed SQLSTATE (a proxy's, say) is
+// the server's refusal like any other, not a panic.
+func TestTransientShortSQLState(t *testing.T) {
+	for _, code := range []string{"", "0"} {
+		require.NotPanics(t, func() { transient(&pgconn.PgError{Code: code}) }, "code %q", code)
+	}
+	require.True(t, transient(&pgconn.PgError{Code: "08006"}))
+	require.True(t, transient(&pgconn.PgError{Code: deadlockDetected}))
+	require.False(t, transient(&pgconn.PgError{Code: foreignKeyViolation}))
 }
