@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -366,7 +367,8 @@ func (a *acquisition) retry(ctx context.Context, op string, f func() error) erro
 func transient(err error) bool {
 	var pe interface{ SQLState() string }
 	if errors.As(err, &pe) {
-		return pe.SQLState() == deadlockDetected || pe.SQLState()[:2] == "08" || pe.SQLState()[:2] == "57"
+		code := pe.SQLState()
+		return code == deadlockDetected || strings.HasPrefix(code, "08") || strings.HasPrefix(code, "57")
 	}
 	return !errors.Is(err, pgx.ErrNoRows)
 }
