@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -83,8 +84,12 @@ type acquisition struct {
 	kind backend.Kind
 	w    *waiter
 
-	mayExist   bool     // rows of the claim may exist: remove them on failure
-	hold       *holding // once the claim's rows are known to exist
+	mayExist bool     // rows of the claim may exist: remove them on failure
+	hold     *holding // once the claim's rows are known to exist
+	// unsure: the listener reconnected after the round that made the
+	// claim began, so a delete of its rows may have gone unheard (see
+	// hub.hold); its queues must be read again before it is trusted.
+	unsure     bool
 	token      int64
 	permit     int
 	acquiredAt time.Time
@@ -132,7 +137,10 @@ func (a *acquisition) queue(ctx context.Context) error {
 	if err := a.enqueued(res); err != nil {
 		return err
 	}
-	rows := res.rows
+	rows, err := a.recheck(ctx, res.rows)
+	if err != nil {
+		return err
+	}
 	for {
 		s := a.judge(rows, false)
 		switch {
@@ -166,7 +174,14 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 			if err := a.enqueued(res); err != nil {
 				return err
 			}
-			s := a.judge(res.rows, false)
+			rows, err := a.recheck(ctx, res.rows)
+			if err != nil {
+				return err
+			}
+			s := a.judge(rows, false)
+			if s.gone {
+				return a.lostError()
+			}
 			a.permit, a.acquiredAt = s.permit, s.acquiredAt
 			return nil
 		}
@@ -218,8 +233,19 @@ func (a *acquisition) enqueued(res enqueueResult) error {
 		h.refs = append(h.refs, ref{key: k, token: a.token})
 	}
 	a.hold = h
-	a.b.hub.hold(h, a.w)
+	a.unsure = a.b.hub.hold(h, a.w)
 	return nil
+}
+
+// recheck returns rows, the queues the enqueue read, or, if the claim is
+// unsure, the queues read again: the claim is now known to the hub, so a
+// later delete reaches it, by event or by the checks of a reconnection.
+func (a *acquisition) recheck(ctx context.Context, rows []queued) ([]queued, error) {
+	if !a.unsure {
+		return rows, nil
+	}
+	a.b.hub.begin(a.w)
+	return a.read(ctx)
 }
 
 // mismatch returns ErrPermitMismatch if a claim queued at one of the keys
@@ -289,12 +315,19 @@ func (a *acquisition) discard(ctx context.Context, err error) {
 	}
 }
 
-// cleanup deletes the acquisition's rows by name, once.
+// cleanup deletes the acquisition's rows by name, once. It first locks
+// the keys' rows as an enqueue does, in one batch: an enqueue of ours
+// that is still inside the server (waiting for those rows, its reply
+// lost and its cancel request too) commits before the delete looks, so
+// the delete finds its claim instead of finding nothing while the claim
+// is yet to commit, and then stays behind for as long as its lease lives.
 func (a *acquisition) cleanup() error {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	_, err := a.b.pool.Exec(ctx, a.b.sql.cleanup, a.keys, a.req.ID)
-	return err
+	var batch pgx.Batch
+	batch.Queue(a.b.sql.lockKeys, a.keys)
+	batch.Queue(a.b.sql.cleanup, a.keys, a.req.ID)
+	return a.b.pool.SendBatch(ctx, &batch).Close()
 }
 
 func (a *acquisition) forget() {
@@ -334,7 +367,8 @@ func (a *acquisition) retry(ctx context.Context, op string, f func() error) erro
 func transient(err error) bool {
 	var pe interface{ SQLState() string }
 	if errors.As(err, &pe) {
-		return pe.SQLState() == deadlockDetected || pe.SQLState()[:2] == "08" || pe.SQLState()[:2] == "57"
+		code := pe.SQLState()
+		return code == deadlockDetected || strings.HasPrefix(code, "08") || strings.HasPrefix(code, "57")
 	}
 	return !errors.Is(err, pgx.ErrNoRows)
 }

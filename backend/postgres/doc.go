@@ -66,7 +66,11 @@
 //   - Admission of a waiter: one UPDATE that compares on the claim's own
 //     rows and its lease's life, recording its permit.
 //   - Release: one DELETE that compares on key, token and name; a failed
-//     Acquire deletes its rows by name, so a lost reply leaves nothing.
+//     Acquire deletes its rows by name, after locking its keys' rows so
+//     that an enqueue of its own still waiting for them commits first,
+//     so a lost reply leaves nothing. (An enqueue that reaches the
+//     server only after that delete, held up in the network, is not
+//     caught: its claim stays until its lease ends.)
 //   - Renewal: one UPDATE per lease, however many claims it holds.
 //
 // # Events

@@ -36,7 +36,8 @@ type insertMode struct {
 // enqueueResult is what an enqueue found.
 type enqueueResult struct {
 	inserted bool
-	live     bool // the request's lease is live
+	affected int64 // rows the insert made
+	live     bool  // the request's lease is live
 	rows     []queued
 }
 
@@ -56,6 +57,12 @@ func (a *acquisition) enqueue(ctx context.Context, m insertMode) (enqueueResult,
 		}
 		if err != nil {
 			return enqueueResult{}, unavailable(ctx, "acquire "+a.req.Key, err)
+		}
+		if res.affected == 0 {
+			// The whole reply came: this batch inserted nothing, and an
+			// earlier one of this Acquire either inserted nothing or
+			// ended it. A refused request has nothing to clean up.
+			a.mayExist = false
 		}
 		return res, nil
 	}
@@ -92,7 +99,8 @@ func (a *acquisition) enqueueOnce(ctx context.Context, m insertMode) (res enqueu
 	if err != nil {
 		return res, err
 	}
-	res.inserted = tag.RowsAffected() == int64(len(a.keys))
+	res.affected = tag.RowsAffected()
+	res.inserted = res.affected == int64(len(a.keys))
 	if res.rows, err = scanQueue(br.Query()); err != nil {
 		return res, err
 	}

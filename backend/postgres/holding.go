@@ -40,8 +40,12 @@ func (c lossCall) call() {
 
 // hold records c, a claim whose rows now exist, in state acquiring. w is
 // the Acquire's waiter, which has kept the events of its keys since before
-// the rows were made: a delete among them means c is lost already.
-func (h *hub) hold(c *holding, w *waiter) {
+// the rows were made: a delete among them means c is lost already. It
+// reports whether the listener reconnected since w's round began: a
+// delete of c's rows may then have been sent while it was away, and the
+// reconnection's checks (see resync) did not know c yet, so the caller
+// must read c's rows again.
+func (h *hub) hold(c *holding, w *waiter) (unsure bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, r := range c.refs {
@@ -52,6 +56,7 @@ func (h *hub) hold(c *holding, w *waiter) {
 			c.state = lost
 		}
 	}
+	return w.resync
 }
 
 // promote marks c held once Acquire returns it; it reports false if c was

@@ -11,7 +11,12 @@ import (
 // listenConn opens the Backend's listener connection and subscribes it to
 // the schema's channel.
 func (b *Backend) listenConn(ctx context.Context) (*pgx.Conn, error) {
-	conn, err := pgx.ConnectConfig(ctx, b.listenCfg.Copy())
+	cfg := b.listenCfg.Copy()
+	// pgx buffers notifications for WaitForNotification only when the
+	// config has no handler of its own; with the application's handler
+	// (set for its own pool) the listener would get none, and a nil one.
+	cfg.OnNotification = nil
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -93,7 +93,8 @@ func newStatements(s string) statements {
 				AND EXISTS (SELECT 1 FROM %[1]s.leases WHERE id = $5 AND expires_at > clock_timestamp())
 			RETURNING acquired_at`),
 		// cleanup removes what a failed Acquire left, found by name alone
-		// (its token may never have reached the client).
+		// (its token may never have reached the client), after lockKeys in
+		// the same batch (see acquisition.cleanup).
 		cleanup: f(`DELETE FROM %[1]s.claims WHERE key = ANY($1) AND name = $2`),
 		release: f(`DELETE FROM %[1]s.claims WHERE key = ANY($1) AND token = $2 AND name = $3`),
 		// reapExpired deletes leases that have expired by the server's

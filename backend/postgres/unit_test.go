@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ash-lock/ashlock/backend"
@@ -95,4 +96,31 @@ func TestResyncChecksClaimsBeingAcquired(t *testing.T) {
 	_, owed := h.lose(acquiring) // verify found its rows gone
 	require.False(t, owed, "an OnLost call owed for a claim Acquire has not returned")
 	require.False(t, h.promote(acquiring), "Acquire would return a claim found gone")
+}
+
+// A claim recorded after the listener reconnected, in a round that began
+// before, escaped that reconnection's checks, while a delete of its rows
+// may be among the events missed: hold reports it, so that its Acquire
+// reads its rows again. One recorded in a round that began after the
+// reconnection is sure.
+func TestHoldAfterResyncIsUnsure(t *testing.T) {
+	h := newHub()
+	w := h.addWaiter([]string{"k"})
+	defer h.dropWaiter(w)
+	h.begin(w)
+	require.Empty(t, h.resync(nil, time.Now()))
+	require.True(t, h.hold(&holding{refs: []ref{{key: "k", token: 7}}, name: "late"}, w))
+	h.begin(w)
+	require.False(t, h.hold(&holding{refs: []ref{{key: "k", token: 8}}, name: "sure"}, w))
+}
+
+// An error response without a well-formed SQLSTATE (a proxy's, say) is
+// the server's refusal like any other, not a panic.
+func TestTransientShortSQLState(t *testing.T) {
+	for _, code := range []string{"", "0"} {
+		require.NotPanics(t, func() { transient(&pgconn.PgError{Code: code}) }, "code %q", code)
+	}
+	require.True(t, transient(&pgconn.PgError{Code: "08006"}))
+	require.True(t, transient(&pgconn.PgError{Code: deadlockDetected}))
+	require.False(t, transient(&pgconn.PgError{Code: foreignKeyViolation}))
 }
