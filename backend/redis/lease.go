@@ -77,7 +77,7 @@ func (b *Backend) KeepAlive(ctx context.Context, id backend.LeaseID) (time.Durat
 	// More entries than this Backend's claims on the lease can have: the
 	// store has a claim of the lease that nobody here tracks, and which
 	// would come to hold its key and never be released (see leftBehind).
-	if _, entries := b.reg.trackedOn(id); indexed > int64(entries) {
+	if indexed > int64(b.reg.trackedEntries(id)) {
 		b.removeLeftBehind(ctx, id)
 	}
 	return time.Duration(ms) * time.Millisecond, nil
@@ -103,7 +103,7 @@ func (b *Backend) removeLeftBehind(ctx context.Context, lease backend.LeaseID) {
 	}
 	// Read after the index: a claim is tracked before anything of it is
 	// sent, so one listed in the index and not tracked now is done with.
-	tracked, _ := b.reg.trackedOn(lease)
+	tracked := b.reg.trackedIDs(lease)
 	left := map[string][]string{}
 	for _, e := range entries {
 		id, key, ok := strings.Cut(e, "\n")

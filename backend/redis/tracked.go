@@ -112,18 +112,28 @@ func (r *registry) heldOn(lease backend.LeaseID) (keys int, releases uint64) {
 	return 0, 0
 }
 
-// trackedOn returns the names of the claims tracked on lease (being
-// acquired, held or being released) and how many index entries they may
-// have in the store: one per key each.
-func (r *registry) trackedOn(lease backend.LeaseID) (ids map[string]struct{}, entries int) {
+// trackedEntries returns how many index entries the claims tracked on
+// lease (being acquired, held or being released) may have in the store:
+// one per key each.
+func (r *registry) trackedEntries(lease backend.LeaseID) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ids = make(map[string]struct{}, len(r.claims[lease]))
+	n := 0
+	for t := range r.claims[lease] {
+		n += t.nkeys
+	}
+	return n
+}
+
+// trackedIDs returns the names of the claims tracked on lease.
+func (r *registry) trackedIDs(lease backend.LeaseID) map[string]struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := make(map[string]struct{}, len(r.claims[lease]))
 	for t := range r.claims[lease] {
 		ids[t.id] = struct{}{}
-		entries += t.nkeys
 	}
-	return ids, entries
+	return ids
 }
 
 // releasing records that a Release of the holder named ref has been sent:

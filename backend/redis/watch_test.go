@@ -146,7 +146,7 @@ func TestHeldCountsFollowHoldersAndReleases(t *testing.T) {
 	assert.Empty(t, r.held)
 }
 
-// trackedOn names every claim of a lease from the start of its Acquire
+// trackedIDs names every claim of a lease from the start of its Acquire
 // until it is released or its Acquire fails, whatever it holds meanwhile:
 // removeLeftBehind removes the claims of the lease it does not name.
 func TestTrackedOnNamesClaimsUntilDone(t *testing.T) {
@@ -159,15 +159,13 @@ func TestTrackedOnNamesClaimsUntilDone(t *testing.T) {
 	r.releasing(claimRef{"k", 2})
 	r.track(2, "elsewhere", nil, 1)
 
-	ids, entries := r.trackedOn(1)
-	assert.Equal(t, map[string]struct{}{"p": {}, "h": {}, "r": {}}, ids)
-	assert.Equal(t, 6, entries)
+	assert.Equal(t, map[string]struct{}{"p": {}, "h": {}, "r": {}}, r.trackedIDs(1))
+	assert.Equal(t, 6, r.trackedEntries(1))
 
 	r.untrack(pending)
 	r.untrackRef(claimRef{"k", 2})
-	ids, entries = r.trackedOn(1)
-	assert.Equal(t, map[string]struct{}{"h": {}}, ids, "a failed Acquire's claim and a released one are done")
-	assert.Equal(t, 1, entries)
+	assert.Equal(t, map[string]struct{}{"h": {}}, r.trackedIDs(1), "a failed Acquire's claim and a released one are done")
+	assert.Equal(t, 1, r.trackedEntries(1))
 }
 
 // fakeSub records the subscription commands a registry sends.
