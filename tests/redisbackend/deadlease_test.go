@@ -1,9 +1,6 @@
 package redisbackend
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"strconv"
 	"testing"
 	"time"
@@ -21,19 +18,8 @@ import (
 // key on a lease that no longer exists, which a rival's read reaps at once.
 func TestWaiterOnADeletedLeaseTakesNoHandoffWithoutNotifications(t *testing.T) {
 	ctx := ctxFor(t)
-	rc := client(t)
-	old, err := rc.ConfigGet(ctx, "notify-keyspace-events").Result()
-	require.NoError(t, err)
-	require.NoError(t, rc.ConfigSet(ctx, "notify-keyspace-events", "").Err())
-	t.Cleanup(func() {
-		// The test's context has ended by now.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		c := srv.Client()
-		defer c.Close()
-		require.NoError(t, c.ConfigSet(ctx, "notify-keyspace-events", old["notify-keyspace-events"]).Err())
-	})
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	rc := notificationsOff(t)
+	quiet := quietLogger()
 	hb, _, prefix := newBackend(t, redisb.WithLogger(quiet))
 	holder, err := hb.Acquire(ctx, request("deleted-waiter", grant(t, hb, time.Minute), "H"))
 	require.NoError(t, err)

@@ -2,6 +2,8 @@ package redisbackend
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +19,30 @@ import (
 	redisb "github.com/ash-lock/ashlock/backend/redis"
 	"github.com/ash-lock/ashlock/tests/redistest"
 )
+
+// notificationsOff turns the server's keyspace notifications off until the
+// test ends, and returns a client of the test's.
+func notificationsOff(t *testing.T) *goredis.Client {
+	t.Helper()
+	ctx := ctxFor(t)
+	rc := client(t)
+	old, err := rc.ConfigGet(ctx, "notify-keyspace-events").Result()
+	require.NoError(t, err)
+	require.NoError(t, rc.ConfigSet(ctx, "notify-keyspace-events", "").Err())
+	t.Cleanup(func() {
+		// The test's context has ended by now.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c := srv.Client()
+		defer c.Close()
+		require.NoError(t, c.ConfigSet(ctx, "notify-keyspace-events", old["notify-keyspace-events"]).Err())
+	})
+	return rc
+}
+
+// quietLogger drops what a Backend logs (the WARN about notifications
+// being off, say).
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // ctxFor returns a context for one test's calls, bounded by a timeout.
 func ctxFor(t *testing.T) context.Context {

@@ -2,7 +2,6 @@ package redisbackend
 
 import (
 	"bytes"
-	"context"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -128,18 +127,7 @@ func TestHostilePrefixes(t *testing.T) {
 // deleted lease is found at the next renewal.
 func TestNotificationsOffWarns(t *testing.T) {
 	ctx := ctxFor(t)
-	rc := client(t)
-	old, err := rc.ConfigGet(ctx, "notify-keyspace-events").Result()
-	require.NoError(t, err)
-	require.NoError(t, rc.ConfigSet(ctx, "notify-keyspace-events", "").Err())
-	t.Cleanup(func() {
-		// The test's context has ended by now.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		c := srv.Client()
-		defer c.Close()
-		require.NoError(t, c.ConfigSet(ctx, "notify-keyspace-events", old["notify-keyspace-events"]).Err())
-	})
+	rc := notificationsOff(t)
 
 	var logs safeBuffer
 	b, _, prefix := newBackend(t, redisb.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
@@ -147,7 +135,7 @@ func TestNotificationsOffWarns(t *testing.T) {
 	assert.Contains(t, logs.String(), "CONFIG SET notify-keyspace-events Kgx")
 
 	l := grant(t, b, time.Minute)
-	_, err = b.Acquire(ctx, request("quiet", l, "Q"))
+	_, err := b.Acquire(ctx, request("quiet", l, "Q"))
 	require.NoError(t, err)
 	require.NoError(t, rc.Del(ctx, leaseKey(prefix, l.ID)).Err())
 	_, err = b.KeepAlive(ctx, l.ID)

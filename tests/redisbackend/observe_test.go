@@ -3,8 +3,6 @@ package redisbackend
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -208,19 +206,8 @@ func TestObserveSeesALeaseRunOut(t *testing.T) {
 // the key, which reaps the holder, and its departure is observed.
 func TestObserveSeesALeaseRunOutWithoutNotifications(t *testing.T) {
 	ctx := ctxFor(t)
-	rc := client(t)
-	old, err := rc.ConfigGet(ctx, "notify-keyspace-events").Result()
-	require.NoError(t, err)
-	require.NoError(t, rc.ConfigSet(ctx, "notify-keyspace-events", "").Err())
-	t.Cleanup(func() {
-		// The test's context has ended by now.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		c := srv.Client()
-		defer c.Close()
-		require.NoError(t, c.ConfigSet(ctx, "notify-keyspace-events", old["notify-keyspace-events"]).Err())
-	})
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	notificationsOff(t)
+	quiet := quietLogger()
 	ob, _, prefix := newBackend(t, redisb.WithLogger(quiet))
 	mb, _, _ := newBackendPrefix(t, prefix)
 	short, err := mb.Grant(ctx, redisb.MinTTL)
