@@ -2,10 +2,7 @@ package redisbackend
 
 import (
 	"bytes"
-	"context"
-	"net"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,13 +29,16 @@ func TestHeardHandoffAfterASubscriberGapIsRead(t *testing.T) {
 	p, err := srv.Proxy()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
-	gate := newPsubGate()
+	// Once armed, a connection's writes are held from its PSUBSCRIBE on:
+	// its channels are subscribed, its patterns not yet.
+	var armed atomic.Bool
+	gate := newHeldWrites(func(b []byte) bool { return armed.Load() && bytes.Contains(b, []byte("psubscribe")) })
 	t.Cleanup(gate.finish)
 	hb, rc, _ := newBackendPrefix(t, prefix)
 	holder, err := hb.Acquire(ctx, request("gap-handoff", grant(t, hb, time.Minute), "H"))
 	require.NoError(t, err)
 
-	wc := goredis.NewClient(&goredis.Options{Addr: p.Addr(), Dialer: gate.dialer(p.Addr())})
+	wc := goredis.NewClient(&goredis.Options{Addr: p.Addr(), Dialer: gate.dial})
 	t.Cleanup(func() { _ = wc.Close() })
 	checked := &afterArg{arg: strconv.FormatUint(holder.Token, 10), done: make(chan struct{})}
 	wc.AddHook(checked)
@@ -56,7 +56,7 @@ func TestHeardHandoffAfterASubscriberGapIsRead(t *testing.T) {
 
 	// The gap: the subscriber goes silent, the lease's deletion is held
 	// and then dropped with the connection.
-	gate.armed.Store(true)
+	armed.Store(true)
 	p.Blackhole()
 	require.NoError(t, rc.Del(ctx, leaseKey(prefix, wl.ID)).Err())
 	p.Reset()
@@ -83,91 +83,4 @@ func TestHeardHandoffAfterASubscriberGapIsRead(t *testing.T) {
 		return
 	}
 	require.ErrorIs(t, w.err, backend.ErrLeaseExpired)
-}
-
-// psubGate holds, once armed, what a client writes on a connection from
-// its PSUBSCRIBE on, until finish: the connection's channels are
-// subscribed, its patterns not yet. confirmed gets a value when such a
-// connection reads a subscription's confirmation.
-type psubGate struct {
-	armed     atomic.Bool
-	open      chan struct{}
-	once      sync.Once
-	wg        sync.WaitGroup
-	confirmed chan struct{}
-}
-
-func newPsubGate() *psubGate {
-	return &psubGate{open: make(chan struct{}), confirmed: make(chan struct{}, 1)}
-}
-
-func (g *psubGate) finish() {
-	g.once.Do(func() { close(g.open) })
-	g.wg.Wait()
-}
-
-func (g *psubGate) dialer(addr string) func(ctx context.Context, network, _ string) (net.Conn, error) {
-	return func(ctx context.Context, network, _ string) (net.Conn, error) {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &gatedConn{Conn: c, g: g}, nil
-	}
-}
-
-type gatedConn struct {
-	net.Conn
-	g       *psubGate
-	mu      sync.Mutex
-	holding bool
-	held    [][]byte
-}
-
-func (c *gatedConn) Write(b []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.holding && c.g.armed.Load() && bytes.Contains(b, []byte("psubscribe")) {
-		select {
-		case <-c.g.open:
-		default:
-			c.holding = true
-			c.g.wg.Add(1)
-			go c.release()
-		}
-	}
-	if c.holding {
-		c.held = append(c.held, bytes.Clone(b))
-		return len(b), nil
-	}
-	return c.Conn.Write(b)
-}
-
-func (c *gatedConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	c.mu.Lock()
-	holding := c.holding
-	c.mu.Unlock()
-	if holding && bytes.Contains(b[:n], []byte("subscribe")) {
-		select {
-		case c.g.confirmed <- struct{}{}:
-		default:
-		}
-	}
-	return n, err
-}
-
-// release writes what was held once the gate opens.
-func (c *gatedConn) release() {
-	defer c.g.wg.Done()
-	<-c.g.open
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, b := range c.held {
-		if _, err := c.Conn.Write(b); err != nil {
-			break
-		}
-	}
-	c.held, c.holding = nil, false
 }

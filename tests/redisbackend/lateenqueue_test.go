@@ -2,10 +2,7 @@ package redisbackend
 
 import (
 	"bytes"
-	"context"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,7 +35,8 @@ func TestAClaimLeftBehindGoesAtTheNextRenewal(t *testing.T) {
 	const owner = "late-enqueue-owner"
 	req := request("late", backend.Lease{}, owner)
 	req.ID = ""
-	late := &lateWrites{marker: []byte(owner), open: make(chan struct{}), written: make(chan string, 1)}
+	// Its writes are held from the enqueue's on (its owner and its mode).
+	late := newHeldWrites(func(b []byte) bool { return bytes.Contains(b, []byte(owner)) && bytes.Contains(b, []byte("fair")) })
 	t.Cleanup(late.finish)
 	wc := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), Dialer: late.dial, ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { _ = wc.Close() })
@@ -53,7 +51,7 @@ func TestAClaimLeftBehindGoesAtTheNextRenewal(t *testing.T) {
 	late.finish()
 	var addr string
 	select {
-	case addr = <-late.written:
+	case addr = <-late.sent:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the held enqueue was never sent")
 	}
@@ -86,84 +84,4 @@ func TestAClaimLeftBehindGoesAtTheNextRenewal(t *testing.T) {
 	require.NoError(t, hb.Release(ctx, holder))
 	_, err = hb.Acquire(ctx, try(request("late", grant(t, hb, time.Minute), "R")))
 	assert.NoError(t, err, "the key is free once its holder has released")
-}
-
-// lateWrites holds the writes that carry marker and the enqueue's mode
-// ("fair") until finish, then sends them and closes their connection, as
-// TCP delivers what was sent before a close; written gets the
-// connection's local address.
-type lateWrites struct {
-	marker  []byte
-	open    chan struct{}
-	once    sync.Once
-	wg      sync.WaitGroup
-	written chan string
-}
-
-func (l *lateWrites) finish() {
-	l.once.Do(func() { close(l.open) })
-	l.wg.Wait()
-}
-
-func (l *lateWrites) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	return &lateConn{Conn: c, l: l}, nil
-}
-
-type lateConn struct {
-	net.Conn
-	l       *lateWrites
-	mu      sync.Mutex
-	holding bool
-	closed  bool
-	held    [][]byte
-}
-
-func (c *lateConn) Write(b []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.holding && bytes.Contains(b, c.l.marker) && bytes.Contains(b, []byte("fair")) {
-		c.holding = true
-		c.l.wg.Add(1)
-		go c.release()
-	}
-	if c.holding {
-		c.held = append(c.held, bytes.Clone(b))
-		return len(b), nil
-	}
-	return c.Conn.Write(b)
-}
-
-// Close closes at once unless writes are held: then after them.
-func (c *lateConn) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.holding {
-		c.closed = true
-		return nil
-	}
-	return c.Conn.Close()
-}
-
-func (c *lateConn) release() {
-	defer c.l.wg.Done()
-	<-c.l.open
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	// The client's write deadline has passed by now; the network's has not.
-	_ = c.Conn.SetWriteDeadline(time.Time{})
-	for _, b := range c.held {
-		if _, err := c.Conn.Write(b); err != nil {
-			break
-		}
-	}
-	c.held, c.holding = nil, false
-	c.l.written <- c.Conn.LocalAddr().String()
-	if c.closed {
-		_ = c.Conn.Close()
-	}
 }
