@@ -33,20 +33,8 @@ func TestLostEnqueueReplyLeavesNoRow(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { ab.Close() })
 
-	// The key's row exists once it has been used.
-	l, err := direct.Grant(ctx, time.Minute)
-	require.NoError(t, err)
-	c, err := direct.Acquire(ctx, backend.AcquireRequest{Key: "k", ID: "first", Lease: l.ID, Wait: true, Fair: true})
-	require.NoError(t, err)
-	require.NoError(t, direct.Release(ctx, c))
-
+	l, tx := holdKeyRow(t, ctx, direct, admin, schema)
 	al, err := ab.Grant(ctx, time.Minute)
-	require.NoError(t, err)
-	// Hold the key's row so that the enqueue waits inside the server.
-	tx, err := admin.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(context.Background())
-	_, err = tx.Exec(ctx, fmt.Sprintf(`SELECT 1 FROM %s.keys WHERE key = 'k' FOR UPDATE`, pgx.Identifier{schema}.Sanitize()))
 	require.NoError(t, err)
 
 	actx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -72,9 +60,28 @@ func TestLostEnqueueReplyLeavesNoRow(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	// And the key is free for the next.
-	c, err = direct.Acquire(ctx, backend.AcquireRequest{Key: "k", ID: "next", Lease: l.ID, Wait: false, Fair: true})
+	c, err := direct.Acquire(ctx, backend.AcquireRequest{Key: "k", ID: "next", Lease: l.ID, Wait: false, Fair: true})
 	require.NoError(t, err)
 	require.NoError(t, direct.Release(ctx, c))
+}
+
+// holdKeyRow makes the row of key "k" (by using the key once, on a lease
+// of direct's that it returns) and locks it in a transaction of admin's,
+// rolled back at the test's end unless committed: an enqueue of "k" then
+// waits inside the server until the transaction ends.
+func holdKeyRow(t *testing.T, ctx context.Context, direct *postgres.Backend, admin *pgxpool.Pool, schema string) (backend.Lease, pgx.Tx) {
+	t.Helper()
+	l, err := direct.Grant(ctx, time.Minute)
+	require.NoError(t, err)
+	c, err := direct.Acquire(ctx, backend.AcquireRequest{Key: "k", ID: "first", Lease: l.ID, Wait: true, Fair: true})
+	require.NoError(t, err)
+	require.NoError(t, direct.Release(ctx, c))
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	_, err = tx.Exec(ctx, fmt.Sprintf(`SELECT 1 FROM %s.keys WHERE key = 'k' FOR UPDATE`, pgx.Identifier{schema}.Sanitize()))
+	require.NoError(t, err)
+	return l, tx
 }
 
 // awaitBlockedOnLock polls until some statement waits for a lock.
@@ -118,12 +125,6 @@ func TestCleanupOutwaitsStalledEnqueue(t *testing.T) {
 	ab, err := postgres.New(ctx, ap, postgres.WithSchema(schema))
 	require.NoError(t, err)
 	t.Cleanup(func() { ab.Close() })
-	claims := func() int {
-		var n int
-		require.NoError(t, admin.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %s.claims WHERE key = 'k'`,
-			pgx.Identifier{schema}.Sanitize())).Scan(&n))
-		return n
-	}
 	activity := func(query string, args ...any) int {
 		var n int
 		require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE `+query, args...).Scan(&n))
@@ -140,18 +141,8 @@ func TestCleanupOutwaitsStalledEnqueue(t *testing.T) {
 		}
 	}
 
-	l, err := direct.Grant(ctx, time.Minute)
-	require.NoError(t, err)
-	c, err := direct.Acquire(ctx, backend.AcquireRequest{Key: "k", ID: "first", Lease: l.ID, Wait: true, Fair: true})
-	require.NoError(t, err)
-	require.NoError(t, direct.Release(ctx, c))
-
+	l, tx := holdKeyRow(t, ctx, direct, admin, schema)
 	al, err := ab.Grant(ctx, time.Minute)
-	require.NoError(t, err)
-	tx, err := admin.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(context.Background())
-	_, err = tx.Exec(ctx, fmt.Sprintf(`SELECT 1 FROM %s.keys WHERE key = 'k' FOR UPDATE`, pgx.Identifier{schema}.Sanitize()))
 	require.NoError(t, err)
 
 	actx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
@@ -171,7 +162,7 @@ func TestCleanupOutwaitsStalledEnqueue(t *testing.T) {
 	await("the stalled enqueue ends", `NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND state = 'active')`, stalled)
 
 	deadline := time.Now().Add(waitBound)
-	for claims() != 0 {
+	for rows(t, schema, "k") != 0 {
 		if time.Now().After(deadline) {
 			info, err := direct.Inspect(ctx, "k")
 			require.NoError(t, err)
@@ -179,7 +170,7 @@ func TestCleanupOutwaitsStalledEnqueue(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	c, err = direct.Acquire(ctx, backend.AcquireRequest{Key: "k", ID: "next", Lease: l.ID, Wait: false, Fair: true})
+	c, err := direct.Acquire(ctx, backend.AcquireRequest{Key: "k", ID: "next", Lease: l.ID, Wait: false, Fair: true})
 	require.NoError(t, err)
 	require.NoError(t, direct.Release(ctx, c))
 }
