@@ -1,7 +1,6 @@
 package pgbackend_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -43,18 +42,8 @@ func TestClaimDeletedWhileListenerDownBeforeAcquireReturns(t *testing.T) {
 	t.Cleanup(func() { b.Close() })
 	table := pgx.Identifier{schema}.Sanitize()
 
-	l, err := direct.Grant(ctx, time.Minute)
-	require.NoError(t, err)
-	c, err := direct.Acquire(ctx, backend.AcquireRequest{Key: "k", ID: "first", Lease: l.ID, Wait: true, Fair: true})
-	require.NoError(t, err)
-	require.NoError(t, direct.Release(ctx, c))
-
+	_, tx := holdKeyRow(t, ctx, direct, admin, schema)
 	bl, err := b.Grant(ctx, time.Minute)
-	require.NoError(t, err)
-	tx, err := admin.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(context.Background())
-	_, err = tx.Exec(ctx, fmt.Sprintf(`SELECT 1 FROM %s.keys WHERE key = 'k' FOR UPDATE`, table))
 	require.NoError(t, err)
 
 	type result struct {
