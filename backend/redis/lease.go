@@ -116,7 +116,7 @@ func (b *Backend) removeLeftBehind(ctx context.Context, lease backend.LeaseID) {
 			b.log.Debug("redis: removing a claim left behind failed", "lease", int64(lease), "error", err)
 			return
 		}
-		b.log.Warn("redis: removed a claim that its Acquire had given up on and the store still had",
+		b.log.Warn("redis: removed a claim of the lease that this Backend no longer tracks (left behind by a late enqueue or a lost release)",
 			"key", keys[0], "lease", int64(lease))
 	}
 }

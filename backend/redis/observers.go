@@ -88,7 +88,7 @@ func (r *registry) gapStarted() {
 		r.gapFrom = r.verified
 	}
 	r.inGap = true
-	r.gaps++
+	r.gaps.Add(1)
 	for _, m := range r.observers {
 		for o := range m {
 			o.inGap = true
@@ -115,7 +115,7 @@ func (r *registry) gapEnded() {
 		from = r.gapFrom
 	}
 	r.inGap = false
-	r.gaps++
+	r.gaps.Add(1)
 	for _, m := range r.observers {
 		for o := range m {
 			o.inGap = false

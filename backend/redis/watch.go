@@ -3,6 +3,7 @@ package redis
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ash-lock/ashlock/backend"
@@ -32,9 +33,9 @@ type registry struct {
 	byRef       map[claimRef]*tracked // holders, for Release
 	held        map[backend.LeaseID]*heldOn
 	observers   map[string]map[*observer]struct{}
-	inGap       bool      // the subscriber's stream broke and is not restored yet
-	gapFrom     time.Time // verified when it broke: what came after may be lost
-	gaps        uint64    // starts and ends of gaps so far (see lastHandoff)
+	inGap       bool          // the subscriber's stream broke and is not restored yet
+	gapFrom     time.Time     // verified when it broke: what came after may be lost
+	gaps        atomic.Uint64 // starts and ends of gaps so far, changed under mu (see lastHandoff)
 }
 
 func newRegistry(lay layout, sub subscriber) *registry {
@@ -197,19 +198,16 @@ func (r *registry) disarm(w *watcher) {
 func (r *registry) lastHandoff(w *watcher, gaps uint64) handoff {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.gaps != gaps {
+	if r.gaps.Load() != gaps {
 		return handoff{}
 	}
 	return w.handoff
 }
 
 // gapCount returns how many times the subscriber's stream has broken or
-// been restored so far: a waiter notes it as it begins a read.
-func (r *registry) gapCount() uint64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.gaps
-}
+// been restored so far: a waiter notes it as it begins a read. It takes
+// no lock: every enqueue notes it, an uncontended one included.
+func (r *registry) gapCount() uint64 { return r.gaps.Load() }
 
 func (r *registry) disarmLocked(w *watcher) {
 	if w.armed {
