@@ -169,7 +169,7 @@ func (b *Backend) discard(id string, keys []string) {
 	try := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
-		return b.release(ctx, id, "", keys)
+		return b.release(ctx, id, "", false, keys)
 	}
 	err := try()
 	if err == nil {

@@ -31,6 +31,17 @@
 // client's lease granted since under the same id. Both stay below 2^53
 // (exact in Lua's numbers) until the year 2255.
 //
+// # Releases and the disk
+//
+// A release that leaves its keys free, of a claim the Backend named, is
+// answered without waiting for the append-only file: it grants nothing,
+// and the claim's lease's next renewal removes the claim again should a
+// crash or failover bring it back (see removeLeftBehind). The next script
+// run that writes anything (an acquisition, a renewal, any other release)
+// writes it first, so a crash undoes only the releases answered since the
+// last such write. A release with a claim queued behind it hands the key
+// over and is written before it is answered, as is every other change.
+//
 // # Waiting and loss
 //
 // A Backend has one Pub/Sub connection. Scripts publish each admission and

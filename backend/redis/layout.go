@@ -28,6 +28,7 @@ const maxPrefixLen = 256
 //	{p}e:<token>      the channel of the events of the claim with that token
 //	{p}k:<key>        the channel of the events of every claim at that key
 //	{p}route          a channel nothing is published on (see routeChannels)
+//	{p}pend           releases not yet in the append-only file (see releaseScript)
 type layout struct {
 	tag string // "{" + prefix + "}"
 }

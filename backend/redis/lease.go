@@ -112,11 +112,11 @@ func (b *Backend) removeLeftBehind(ctx context.Context, lease backend.LeaseID) {
 		}
 	}
 	for id, keys := range left {
-		if err := b.release(ctx, id, "", keys); err != nil {
+		if err := b.release(ctx, id, "", false, keys); err != nil {
 			b.log.Debug("redis: removing a claim left behind failed", "lease", int64(lease), "error", err)
 			return
 		}
-		b.log.Warn("redis: removed a claim of the lease that this Backend no longer tracks (left behind by a late enqueue or a lost release)",
+		b.log.Warn("redis: removed a claim of the lease that this Backend no longer tracks (left behind by a late enqueue, or a release that a restart or failover undid)",
 			"key", keys[0], "lease", int64(lease))
 	}
 }

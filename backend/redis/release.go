@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/ash-lock/ashlock/backend"
 )
@@ -22,7 +23,13 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 	// Before the script runs: from now on the store may no longer have the
 	// claim, which KeepAlive must not take for a loss.
 	b.reg.releasing(ref)
-	if err := b.release(ctx, c.ID, strconv.FormatUint(c.Token, 10), c.AllKeys()); err != nil {
+	// A claim this Backend named is removed again by its lease's next
+	// renewal should a restart bring it back (see removeLeftBehind), so
+	// its release need not wait for the disk when nothing queues behind
+	// it (see releaseScript). A claim the caller named is left to its
+	// lease, so its release is written before it is answered.
+	lazy := strings.HasPrefix(c.ID, b.idBase)
+	if err := b.release(ctx, c.ID, strconv.FormatUint(c.Token, 10), lazy, c.AllKeys()); err != nil {
 		return err
 	}
 	b.reg.untrackRef(ref)
@@ -30,10 +37,11 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 }
 
 // release runs releaseScript: token "" removes the claim named id whatever
-// its token.
-func (b *Backend) release(ctx context.Context, id, token string, keys []string) error {
-	args := make([]any, 0, 4+len(keys))
-	args = append(args, b.lay.tag, id, token, len(keys))
+// its token, and lazy lets a release that empties the claim's queues skip
+// the append-only file until the next write.
+func (b *Backend) release(ctx context.Context, id, token string, lazy bool, keys []string) error {
+	args := make([]any, 0, 5+len(keys))
+	args = append(args, b.lay.tag, id, token, flag(lazy), len(keys))
 	for _, k := range keys {
 		args = append(args, k)
 	}

@@ -216,6 +216,32 @@ local function claimed(keys, id, token)
   end
   return rs
 end
+-- settle writes to the append-only file (and the replicas) the releases
+-- made without it since the last run that wrote to it (see
+-- releaseScript), each entry again as an add and a remove, since Redis
+-- logs only commands that change something. Every run settles before it
+-- writes anything, so a removed entry is still absent when it is settled,
+-- and the file never holds a later change without the releases before it.
+local function settle()
+  local p = tag .. 'pend'
+  local es = redis.call('SMEMBERS', p)
+  if #es == 0 then return end
+  for _, e in ipairs(es) do
+    local l, id, key = string.match(e, '^(%d+)\n([^\n]*)\n(.*)$')
+    if l then
+      local q, c, x = tag .. 'q:' .. key, tag .. 'c:' .. key, id .. '\n' .. key
+      redis.call('ZADD', q, 0, id)
+      redis.call('ZREM', q, id)
+      redis.call('HSET', c, id, '')
+      redis.call('HDEL', c, id)
+      redis.call('SADD', tag .. 'lc:' .. l, x)
+      redis.call('SREM', tag .. 'lc:' .. l, x)
+    end
+  end
+  redis.set_repl(redis.REPL_NONE)
+  redis.call('DEL', p)
+  redis.set_repl(redis.REPL_ALL)
+end
 local function slice(from, n)
   local out = {}
   for i = 1, n do out[i] = ARGV[from + i - 1] end
@@ -223,10 +249,11 @@ local function slice(from, n)
 end
 `
 
-// script makes a script of lib and body, which may return anywhere: the
+// script makes a script of lib and body, which may return anywhere: it
+// first settles the releases made without the append-only file, and the
 // changes it recorded for the keys' observers are published once it has.
 func script(body string) *goredis.Script {
-	return goredis.NewScript(lib + "local function body()\n" + body + "\nend\nlocal reply = body()\nflush()\nreturn reply\n")
+	return goredis.NewScript(lib + "local function body()\n" + body + "\nend\nsettle()\nlocal reply = body()\nflush()\nreturn reply\n")
 }
 
 // enqueueScript adds a claim at every key of a request, with a fresh token.
@@ -407,15 +434,32 @@ return 1
 // token, or any token when that is "" (the claim of a failed Acquire,
 // named by its acquisition's unique id).
 //
-// ARGV: tag, id, token, n keys, keys... Reply: how many keys it left.
+// With lazy set (a claim whose holder removes it again should a server
+// restart bring it back: see Backend.Release), a release that leaves
+// every queue of the claim empty is made without the append-only file
+// and the replicas: no claim waits on it, so nothing is granted by it,
+// and the server answers without waiting for an fsync. It is noted in
+// {p}pend, which the next run that writes settles (see settle). A crash
+// before then brings the claim back as it was before the release.
+//
+// ARGV: tag, id, token, lazy (0|1), n keys, keys... Reply: how many keys
+// it left.
 var releaseScript = script(`
 local id, token = ARGV[2], ARGV[3]
-local keys = slice(5, tonumber(ARGV[4]))
+local keys = slice(6, tonumber(ARGV[5]))
+local lazy = ARGV[4] == '1'
+for _, k in ipairs(keys) do
+  if lazy and redis.call('ZCARD', tag .. 'q:' .. k) > 1 then lazy = false end
+end
+if lazy then redis.set_repl(redis.REPL_NONE) end
 local n = 0
 for _, k in ipairs(keys) do
   local m = redis.call('HGET', tag .. 'c:' .. k, id)
   local r = m and parse(m)
-  if r and (token == '' or r.t == token) and drop(k, id, m) then n = n + 1 end
+  if r and (token == '' or r.t == token) and drop(k, id, m) then
+    n = n + 1
+    if lazy then redis.call('SADD', tag .. 'pend', r.l .. '\n' .. id .. '\n' .. k) end
+  end
 end
 return n
 `)

@@ -1,0 +1,174 @@
+package redisbackend
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ash-lock/ashlock/backend"
+	redisb "github.com/ash-lock/ashlock/backend/redis"
+)
+
+// named is request with the claim named by the Backend, as the root
+// package always lets it be.
+func named(key string, l backend.Lease, owner string) backend.AcquireRequest {
+	r := request(key, l, owner)
+	r.ID = ""
+	return r
+}
+
+// queueOf reads key's queue under prefix without a script (a script run
+// would first write the releases the server holds back).
+func queueOf(t *testing.T, rc *goredis.Client, prefix, key string) []string {
+	t.Helper()
+	q, err := rc.ZRange(ctxFor(t), "{"+prefix+"}q:"+key, 0, -1).Result()
+	require.NoError(t, err)
+	return q
+}
+
+// A release that leaves its key free, of a claim the Backend named, is
+// answered before it reaches the append-only file: a crash before the
+// next write brings the claim back, and its lease's next renewal removes
+// it again, so the key is blocked for a renewal interval at most. The
+// acquisition itself was written before it was answered, so tokens go on
+// growing.
+func TestReleaseACrashUndidGoesAtTheNextRenewal(t *testing.T) {
+	ctx := ctxFor(t)
+	b, rc, prefix := newBackend(t)
+	l := grant(t, b, time.Minute)
+	c, err := b.Acquire(ctx, named("undone", l, "H"))
+	require.NoError(t, err)
+	require.NoError(t, b.Release(ctx, c))
+	require.Empty(t, queueOf(t, rc, prefix, "undone"), "the release did not remove the claim")
+
+	require.NoError(t, srv.Restart(ctx))
+	require.Equal(t, []string{c.ID}, queueOf(t, rc, prefix, "undone"),
+		"the restart did not bring the released claim back: the release waited for the disk, and this test checks nothing")
+
+	_, err = b.KeepAlive(ctx, l.ID)
+	require.NoError(t, err, "the renewal took the claim it no longer tracks for a lost one")
+	assert.Empty(t, queueOf(t, rc, prefix, "undone"), "the renewal left the released claim holding the key")
+	c2, err := b.Acquire(ctx, try(named("undone", grant(t, b, time.Minute), "next")))
+	require.NoError(t, err, "the key is not free after the renewal")
+	assert.Greater(t, c2.Token, c.Token)
+	require.NoError(t, b.Release(ctx, c2))
+}
+
+// Any later write of the prefix first writes the releases held back, so a
+// crash after it brings none of them back: here an acquisition of another
+// key, by another Backend.
+func TestAWriteSettlesTheReleasesBeforeIt(t *testing.T) {
+	ctx := ctxFor(t)
+	b, rc, prefix := newBackend(t)
+	l := grant(t, b, time.Minute)
+	var released []backend.Claim
+	for _, k := range []string{"settled/a", "settled/b"} {
+		c, err := b.Acquire(ctx, named(k, l, "H"))
+		require.NoError(t, err)
+		require.NoError(t, b.Release(ctx, c))
+		released = append(released, c)
+	}
+	ob, err := redisb.New(ctx, client(t), redisb.WithPrefix(prefix))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ob.Close() })
+	other, err := ob.Acquire(ctx, named("settled/other", grant(t, ob, time.Minute), "O"))
+	require.NoError(t, err)
+
+	require.NoError(t, srv.Restart(ctx))
+	for _, c := range released {
+		assert.Empty(t, queueOf(t, rc, prefix, c.Key), "the restart brought back a release made before a later write")
+		assert.Zero(t, rc.HLen(ctx, "{"+prefix+"}c:"+c.Key).Val(), "the claim's record came back")
+	}
+	entries, err := rc.SMembers(ctx, "{"+prefix+"}lc:"+strconv.FormatInt(int64(l.ID), 10)).Result()
+	require.NoError(t, err)
+	assert.Empty(t, entries, "the lease's index lists released claims again")
+	assert.Equal(t, []string{other.ID}, queueOf(t, rc, prefix, "settled/other"), "the later write was lost")
+}
+
+// A release with a claim queued behind it hands the key over, so it is
+// written before it is answered: a crash right after it brings back
+// nothing ahead of the new holder. The new holder's Backend sends nothing
+// until the server has restarted (its script runs, which would write the
+// releases held back, wait), so the release alone must have been written.
+func TestAHandoffIsWrittenBeforeItIsAnswered(t *testing.T) {
+	ctx := ctxFor(t)
+	b, rc, prefix := newBackend(t)
+	held, err := b.Acquire(ctx, named("kept", grant(t, b, time.Minute), "H"))
+	require.NoError(t, err)
+	hold := &holdCommands{open: make(chan struct{})}
+	wc := client(t)
+	wc.AddHook(hold)
+	wb, err := redisb.New(ctx, wc, redisb.WithPrefix(prefix))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = wb.Close() })
+	w := startAcquire(t, wb, named("kept", grant(t, wb, time.Minute), "W"))
+	awaitWaiting(t, b, "kept", 1)
+	waiter := queueOf(t, rc, prefix, "kept")[1]
+
+	hold.armed.Store(true)
+	require.NoError(t, b.Release(ctx, held))
+	require.NoError(t, srv.Restart(ctx))
+	assert.Equal(t, []string{waiter}, queueOf(t, rc, prefix, "kept"), "the restart undid a release that handed the key over")
+	close(hold.open)
+	next := w.await(t)
+	assert.Equal(t, waiter, next.ID)
+	require.NoError(t, wb.Release(ctx, next))
+}
+
+// The release of a claim the caller named, which no renewal would remove,
+// is written before it is answered.
+func TestACallersClaimsReleaseIsWritten(t *testing.T) {
+	ctx := ctxFor(t)
+	b, rc, prefix := newBackend(t)
+	c, err := b.Acquire(ctx, request("callers", grant(t, b, time.Minute), "C"))
+	require.NoError(t, err)
+	require.NoError(t, b.Release(ctx, c))
+	require.NoError(t, srv.Restart(ctx))
+	assert.Empty(t, queueOf(t, rc, prefix, "callers"), "the restart undid the release of a claim the caller named")
+}
+
+// holdCommands is a go-redis hook that, once armed, holds every command
+// (and pipeline) of its client until open is closed or the command's
+// context ends.
+type holdCommands struct {
+	armed atomic.Bool
+	open  chan struct{}
+}
+
+func (h *holdCommands) wait(ctx context.Context) error {
+	if !h.armed.Load() {
+		return nil
+	}
+	select {
+	case <-h.open:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (h *holdCommands) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h *holdCommands) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if err := h.wait(ctx); err != nil {
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *holdCommands) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		if err := h.wait(ctx); err != nil {
+			return err
+		}
+		return next(ctx, cmds)
+	}
+}
