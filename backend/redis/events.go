@@ -70,7 +70,15 @@ type sender struct{ b *Backend }
 
 func (s sender) subscribe(channels []string, ping uint64) {
 	if ps := s.b.pubSub(); ps != nil {
-		_ = ps.Subscribe(context.Background(), channels...)
+		// A SUBSCRIBE that fails to be written makes go-redis replace the
+		// connection and subscribe the new one to the channels it knew
+		// before this call, not to these, which it adds only afterwards:
+		// the PING below would then confirm channels nobody hears. Sent
+		// again, they go on the new connection (or, should that fail too,
+		// are among the channels its replacement subscribes).
+		if err := ps.Subscribe(context.Background(), channels...); err != nil {
+			_ = ps.Subscribe(context.Background(), channels...)
+		}
 		_ = ps.Ping(context.Background(), strconv.FormatUint(ping, 10))
 	}
 }
