@@ -8,14 +8,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ash-lock/ashlock/backend"
 )
 
 // Acquire creates a claim on req.Key (on every key of req.Keys), bound to
-// lease req.Lease and named req.ID, and returns it once it holds its keys.
+// lease req.Lease and named req.ID (by the Backend when that is empty:
+// see names), and returns it once it holds its keys.
 //
 //   - A fair request (Wait and Fair) joins the keys' queues in one batch,
 //     one round trip: it locks the keys' rows, takes the next token,
@@ -60,8 +60,11 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 		return backend.Claim{}, fmt.Errorf("postgres acquire %q: %w", req.Key, backend.ContextError(ctx))
 	}
 	if req.ID == "" {
-		req.ID = uuid.NewString()
+		req.ID = b.names.make()
 	}
+	// Before anything is sent: from now on the lease may have rows of
+	// this claim, which a renewal must not take for ones left behind.
+	b.names.add(req.Lease, req.ID)
 	a := &acquisition{b: b, req: &req, keys: req.AllKeys(), kind: backend.KindOf(&req)}
 	a.w = b.hub.addWaiter(a.keys)
 	defer b.hub.dropWaiter(a.w)
@@ -334,6 +337,7 @@ func (a *acquisition) forget() {
 	if a.hold != nil {
 		a.b.hub.forget(a.hold)
 	}
+	a.b.names.done(a.req.Lease, a.req.ID)
 }
 
 // retry runs f, again after a failure to reach the server, with backoff,

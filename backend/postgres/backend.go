@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -15,8 +16,9 @@ import (
 )
 
 var (
-	_ backend.Backend  = (*Backend)(nil)
-	_ backend.Observer = (*Backend)(nil)
+	_ backend.Backend    = (*Backend)(nil)
+	_ backend.Observer   = (*Backend)(nil)
+	_ backend.ClaimNamer = (*Backend)(nil)
 )
 
 // Backend keeps lock claims in PostgreSQL tables of one schema. Create it
@@ -27,9 +29,11 @@ type Backend struct {
 	schema    string
 	sql       statements
 	hub       *hub
+	names     *names
 	listenCfg *pgx.ConnConfig // the listener's; copied for each connection
 	ping      time.Duration   // the listener's liveness check (see awaitNotification)
 	onGap     func(from, to time.Time)
+	log       *slog.Logger
 
 	closeOnce sync.Once
 	done      chan struct{} // closed by Close
@@ -51,7 +55,12 @@ type config struct {
 	listen *pgx.ConnConfig
 	ping   time.Duration
 	onGap  func(from, to time.Time)
+	logger *slog.Logger
 }
+
+// WithLogger sets the logger for warnings (a claim left behind deleted)
+// and debug messages; nil means slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithSchema sets the schema that holds the Backend's tables (default
 // DefaultSchema, "ashlock"). It must be a plain lower-case identifier of at
@@ -132,10 +141,15 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Backend, err
 		schema:    cfg.schema,
 		sql:       newStatements(pgx.Identifier{cfg.schema}.Sanitize()),
 		hub:       newHub(),
+		names:     newNames(),
 		done:      make(chan struct{}),
 		listenCfg: cfg.listen,
 		ping:      cfg.ping,
 		onGap:     cfg.onGap,
+		log:       cfg.logger,
+	}
+	if b.log == nil {
+		b.log = slog.Default()
 	}
 	if b.listenCfg == nil {
 		b.listenCfg = pool.Config().ConnConfig.Copy()
@@ -149,6 +163,10 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Backend, err
 	b.spawn(func() { b.listen(lctx, conn) })
 	return b, nil
 }
+
+// NamesClaims marks the Backend as one that names the claims whose
+// AcquireRequest.ID is empty (backend.ClaimNamer): see names.
+func (b *Backend) NamesClaims() {}
 
 // spawn runs f on a goroutine of the Backend's, unless the Backend is
 // closed; it reports whether it did.

@@ -68,10 +68,19 @@
 //   - Release: one DELETE that compares on key, token and name; a failed
 //     Acquire deletes its rows by name, after locking its keys' rows so
 //     that an enqueue of its own still waiting for them commits first,
-//     so a lost reply leaves nothing. (An enqueue that reaches the
-//     server only after that delete, held up in the network, is not
-//     caught: its claim stays until its lease ends.)
-//   - Renewal: one UPDATE per lease, however many claims it holds.
+//     so a lost reply leaves nothing. An enqueue that reaches the
+//     server only after that delete, held up in the network, inserts its
+//     claim after all; the lease's next renewal finds it (see below).
+//   - Renewal: one UPDATE per lease, however many claims it holds, which
+//     also counts the lease's claims. When they are more than this
+//     Backend has under way on the lease, it lists them and deletes
+//     those it named itself and no longer has under way: a claim nobody
+//     holds, which would otherwise come to hold its key until its lease
+//     ended. A claim is under way from before its enqueue is sent until
+//     its rows are known to be gone. Claims whose AcquireRequest.ID the
+//     caller chose are left to their lease, since the lease may carry
+//     another Backend's. (The root package lets the Backend name every
+//     claim: backend.ClaimNamer.)
 //
 // # Events
 //

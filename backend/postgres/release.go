@@ -25,6 +25,7 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 	if _, err := b.pool.Exec(ctx, b.sql.release, c.AllKeys(), int64(c.Token), c.ID); err != nil {
 		return unavailable(ctx, "release", err)
 	}
+	b.names.done(c.Lease, c.ID)
 	return nil
 }
 

@@ -7,6 +7,7 @@ import "fmt"
 // keys, values, owners and names are bound parameters.
 type statements struct {
 	grant, keepAlive, revoke string
+	leaseClaims              string
 
 	lockKeys, bumpToken, reapSkip, insert, readQueue, status string
 
@@ -25,11 +26,15 @@ func newStatements(s string) statements {
 		grant: f(`INSERT INTO %[1]s.leases (expires_at, ttl)
 			VALUES (clock_timestamp() + $1::bigint * interval '1 microsecond', $1::bigint * interval '1 microsecond')
 			RETURNING id`),
-		// A renewal never revives a lease that has expired.
+		// A renewal never revives a lease that has expired. It also
+		// counts the lease's claims (see removeLeftBehind).
 		keepAlive: f(`UPDATE %[1]s.leases SET expires_at = clock_timestamp() + ttl
 			WHERE id = $1 AND expires_at > clock_timestamp()
-			RETURNING (extract(epoch FROM ttl) * 1e6)::bigint`),
-		revoke: f(`DELETE FROM %[1]s.leases WHERE id = $1`),
+			RETURNING (extract(epoch FROM ttl) * 1e6)::bigint,
+				(SELECT count(DISTINCT c.name) FROM %[1]s.claims c WHERE c.lease_id = $1)`),
+		// leaseClaims lists a lease's claims: name and keys.
+		leaseClaims: f(`SELECT name, array_agg(key) FROM %[1]s.claims WHERE lease_id = $1 GROUP BY name`),
+		revoke:      f(`DELETE FROM %[1]s.leases WHERE id = $1`),
 
 		// The enqueue, sent as one batch (one implicit transaction, one
 		// round trip). $1 is the claim's keys, sorted.

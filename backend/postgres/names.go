@@ -1,0 +1,92 @@
+package postgres
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"strconv"
+	"sync"
+
+	"github.com/ash-lock/ashlock/backend"
+)
+
+// names are the claims this Backend has under way, by lease: each from
+// before anything of it is sent (Acquire) until its rows are known to be
+// gone (a Release that ran, a failed Acquire's cleanup done, its lease
+// ended). A renewal that finds more claims on the lease than these has
+// met a claim nobody here holds (see removeLeftBehind).
+type names struct {
+	base string // random, the start of every claim name the Backend makes
+	made uint64 // claim names made so far, under mu
+
+	mu      sync.Mutex
+	byLease map[backend.LeaseID]map[string]int // name -> acquisitions under way with it
+}
+
+func newNames() *names {
+	var b [9]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return &names{base: base64.RawURLEncoding.EncodeToString(b[:]), byLease: map[backend.LeaseID]map[string]int{}}
+}
+
+// make names a new claim: the Backend's random base and a count, unique
+// among the names of every Backend (a caller's UUID has no such prefix).
+func (n *names) make() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.made++
+	return n.base + strconv.FormatUint(n.made, 36)
+}
+
+// mine reports whether this Backend made name.
+func (n *names) mine(name string) bool {
+	return len(name) > len(n.base) && name[:len(n.base)] == n.base
+}
+
+// add records that a claim named name on lease is under way.
+func (n *names) add(lease backend.LeaseID, name string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	m := n.byLease[lease]
+	if m == nil {
+		m = map[string]int{}
+		n.byLease[lease] = m
+	}
+	m[name]++
+}
+
+// done records that the claim named name on lease is gone; a second call
+// for the same claim (a Release repeated) changes nothing.
+func (n *names) done(lease backend.LeaseID, name string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	m := n.byLease[lease]
+	if m[name] <= 1 {
+		delete(m, name)
+	} else {
+		m[name]--
+	}
+	if len(m) == 0 {
+		delete(n.byLease, lease)
+	}
+}
+
+// ended forgets every claim of a lease that has ended.
+func (n *names) ended(lease backend.LeaseID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.byLease, lease)
+}
+
+// count returns how many distinct claims of lease are under way.
+func (n *names) count(lease backend.LeaseID) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.byLease[lease])
+}
+
+// has reports whether a claim named name on lease is under way.
+func (n *names) has(lease backend.LeaseID, name string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.byLease[lease][name] > 0
+}

@@ -1,0 +1,214 @@
+package pgbackend_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ash-lock/ashlock/backend"
+	"github.com/ash-lock/ashlock/backend/postgres"
+)
+
+// An enqueue held up in the network until after its Acquire has given up
+// and deleted its claim by name (the delete, on another connection, got
+// through first, as after a partition that heals for one connection
+// before another) inserts the claim after all. Bound to a lease that
+// lives on, it would hold the key and nobody would ever release it: the
+// lease's next renewal finds a claim the Backend named and no longer has
+// under way, and deletes it.
+func TestAClaimLeftBehindGoesAtTheNextRenewal(t *testing.T) {
+	schema := uniqueSchema(t)
+	direct, admin := newBackend(t, schema)
+	const owner = "late-enqueue-owner"
+	late := &heldPgWrites{hold: func(b []byte) bool { return bytes.Contains(b, []byte(owner)) }, open: make(chan struct{})}
+	t.Cleanup(late.finish)
+	ap := shared.Pool(t, database(t), "late-enqueue", func(cfg *pgxpool.Config) {
+		dial := cfg.ConnConfig.DialFunc
+		cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &heldPgConn{Conn: c, h: late}, nil
+		}
+	})
+	ctx := testCtx(t, 4*waitBound)
+	ab, err := postgres.New(ctx, ap, postgres.WithSchema(schema))
+	require.NoError(t, err)
+	t.Cleanup(func() { ab.Close() })
+	l, err := ab.Grant(ctx, time.Minute)
+	require.NoError(t, err)
+
+	// The Backend names the claim, as it does for the root package.
+	actx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err = ab.Acquire(actx, backend.AcquireRequest{Key: "k", Lease: l.ID, Owner: owner, Wait: true, Fair: true})
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the enqueue's reply never came")
+	// The failed Acquire's cleanup finds nothing yet (it goes on in the
+	// background until it has run once); then the enqueue arrives.
+	cleaned := time.Now().Add(waitBound)
+	for {
+		var n int
+		require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'late-enqueue'
+			AND state = 'idle' AND query LIKE '%.claims WHERE key = ANY($1) AND name = $2'`).Scan(&n))
+		if n > 0 {
+			break
+		}
+		require.True(t, time.Now().Before(cleaned), "the failed Acquire's cleanup did not run")
+		time.Sleep(5 * time.Millisecond)
+	}
+	late.finish()
+	deadline := time.Now().Add(waitBound)
+	for rows(t, schema, "k") == 0 {
+		require.True(t, time.Now().Before(deadline), "the held enqueue never inserted its claim: the test shows nothing")
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	_, err = ab.KeepAlive(ctx, l.ID)
+	require.NoError(t, err)
+	assert.Zero(t, rows(t, schema, "k"), "the renewal left the claim behind")
+	dl, err := direct.Grant(ctx, time.Minute)
+	require.NoError(t, err)
+	c, err := direct.Acquire(ctx, backend.AcquireRequest{Key: "k", ID: "next", Lease: dl.ID, Wait: false, Fair: true})
+	require.NoError(t, err, "the key is not free after the renewal")
+	require.NoError(t, direct.Release(ctx, c))
+}
+
+// heldPgWrites holds what a connection writes from the first write that
+// hold matches until finish, then sends it, as a network delivers late
+// what it held up; a connection the client closes meanwhile closes once
+// that is sent, as TCP delivers what was sent before a close.
+type heldPgWrites struct {
+	hold func([]byte) bool
+	open chan struct{}
+	once sync.Once
+	wg   sync.WaitGroup
+}
+
+func (h *heldPgWrites) finish() {
+	h.once.Do(func() { close(h.open) })
+	h.wg.Wait()
+}
+
+type heldPgConn struct {
+	net.Conn
+	h       *heldPgWrites
+	mu      sync.Mutex
+	holding bool
+	closed  bool
+	held    [][]byte
+}
+
+func (c *heldPgConn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.holding && c.h.hold(b) {
+		select {
+		case <-c.h.open:
+		default:
+			c.holding = true
+			c.h.wg.Add(1)
+			go c.release()
+		}
+	}
+	if c.holding {
+		c.held = append(c.held, bytes.Clone(b))
+		return len(b), nil
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *heldPgConn) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.holding {
+		c.closed = true
+		return nil
+	}
+	return c.Conn.Close()
+}
+
+func (c *heldPgConn) release() {
+	defer c.h.wg.Done()
+	<-c.h.open
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.held {
+		_, _ = c.Conn.Write(b)
+	}
+	c.holding, c.held = false, nil
+	if c.closed {
+		_ = c.Conn.Close()
+	}
+}
+
+// Renewals racing acquisitions and releases of claims the Backend names
+// never delete one under way: each is recorded before its enqueue is sent
+// and until its rows are gone.
+func TestRenewalsRacingAcquisitionsDeleteNothing(t *testing.T) {
+	schema := uniqueSchema(t)
+	b, admin := newBackend(t, schema)
+	ctx := testCtx(t, 4*waitBound)
+	l, err := b.Grant(ctx, time.Minute)
+	require.NoError(t, err)
+	count := fmt.Sprintf(`SELECT count(*) FROM %s.claims WHERE key = $1`, pgx.Identifier{schema}.Sanitize())
+	stop := make(chan struct{})
+	done := make(chan error, 3)
+	for w := range 3 {
+		go func() {
+			key := "race" + strconv.Itoa(w)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					done <- nil
+					return
+				default:
+				}
+				req := backend.AcquireRequest{Key: key, Lease: l.ID, Wait: true, Fair: true}
+				if i%2 == 1 {
+					req.Keys = []string{key, key + "/x"}
+				}
+				c, err := b.Acquire(ctx, req)
+				var n int
+				if err == nil {
+					err = admin.QueryRow(ctx, count, key).Scan(&n)
+				}
+				if err == nil && n != 1 {
+					err = fmt.Errorf("%d rows of %q after its Acquire returned", n, key)
+				}
+				if err == nil {
+					err = b.Release(ctx, c)
+				}
+				if err != nil {
+					done <- err
+					return
+				}
+			}
+		}()
+	}
+	renewals := 0
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); renewals++ {
+		_, err := b.KeepAlive(ctx, l.ID)
+		require.NoError(t, err, "after %d renewals", renewals)
+	}
+	close(stop)
+	for range 3 {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(waitBound):
+			t.Fatal("a worker did not stop")
+		}
+	}
+	t.Logf("%d renewals", renewals)
+}
