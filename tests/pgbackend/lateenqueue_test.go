@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/ash-lock/ashlock/backend"
 	"github.com/ash-lock/ashlock/backend/postgres"
+	"github.com/ash-lock/ashlock/tests/internal/heldconn"
 )
 
 // An enqueue held up in the network until after its Acquire has given up
@@ -30,8 +30,8 @@ func TestAClaimLeftBehindGoesAtTheNextRenewal(t *testing.T) {
 	schema := uniqueSchema(t)
 	direct, admin := newBackend(t, schema)
 	const owner = "late-enqueue-owner"
-	late := &heldPgWrites{hold: func(b []byte) bool { return bytes.Contains(b, []byte(owner)) }, open: make(chan struct{})}
-	t.Cleanup(late.finish)
+	late := heldconn.New(func(b []byte) bool { return bytes.Contains(b, []byte(owner)) }, nil)
+	t.Cleanup(late.Finish)
 	ap := shared.Pool(t, database(t), "late-enqueue", func(cfg *pgxpool.Config) {
 		dial := cfg.ConnConfig.DialFunc
 		cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -39,7 +39,7 @@ func TestAClaimLeftBehindGoesAtTheNextRenewal(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			return &heldPgConn{Conn: c, h: late}, nil
+			return late.Wrap(c), nil
 		}
 	})
 	ctx := testCtx(t, 4*waitBound)
@@ -67,7 +67,7 @@ func TestAClaimLeftBehindGoesAtTheNextRenewal(t *testing.T) {
 		require.True(t, time.Now().Before(cleaned), "the failed Acquire's cleanup did not run")
 		time.Sleep(5 * time.Millisecond)
 	}
-	late.finish()
+	late.Finish()
 	deadline := time.Now().Add(waitBound)
 	for rows(t, schema, "k") == 0 {
 		require.True(t, time.Now().Before(deadline), "the held enqueue never inserted its claim: the test shows nothing")
@@ -82,74 +82,6 @@ func TestAClaimLeftBehindGoesAtTheNextRenewal(t *testing.T) {
 	c, err := direct.Acquire(ctx, backend.AcquireRequest{Key: "k", ID: "next", Lease: dl.ID, Wait: false, Fair: true})
 	require.NoError(t, err, "the key is not free after the renewal")
 	require.NoError(t, direct.Release(ctx, c))
-}
-
-// heldPgWrites holds what a connection writes from the first write that
-// hold matches until finish, then sends it, as a network delivers late
-// what it held up; a connection the client closes meanwhile closes once
-// that is sent, as TCP delivers what was sent before a close.
-type heldPgWrites struct {
-	hold func([]byte) bool
-	open chan struct{}
-	once sync.Once
-	wg   sync.WaitGroup
-}
-
-func (h *heldPgWrites) finish() {
-	h.once.Do(func() { close(h.open) })
-	h.wg.Wait()
-}
-
-type heldPgConn struct {
-	net.Conn
-	h       *heldPgWrites
-	mu      sync.Mutex
-	holding bool
-	closed  bool
-	held    [][]byte
-}
-
-func (c *heldPgConn) Write(b []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.holding && c.h.hold(b) {
-		select {
-		case <-c.h.open:
-		default:
-			c.holding = true
-			c.h.wg.Add(1)
-			go c.release()
-		}
-	}
-	if c.holding {
-		c.held = append(c.held, bytes.Clone(b))
-		return len(b), nil
-	}
-	return c.Conn.Write(b)
-}
-
-func (c *heldPgConn) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.holding {
-		c.closed = true
-		return nil
-	}
-	return c.Conn.Close()
-}
-
-func (c *heldPgConn) release() {
-	defer c.h.wg.Done()
-	<-c.h.open
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, b := range c.held {
-		_, _ = c.Conn.Write(b)
-	}
-	c.holding, c.held = false, nil
-	if c.closed {
-		_ = c.Conn.Close()
-	}
 }
 
 // Renewals racing acquisitions and releases of claims the Backend names

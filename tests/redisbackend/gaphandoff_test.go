@@ -12,6 +12,7 @@ import (
 
 	"github.com/ash-lock/ashlock/backend"
 	redisb "github.com/ash-lock/ashlock/backend/redis"
+	"github.com/ash-lock/ashlock/tests/internal/heldconn"
 	"github.com/ash-lock/ashlock/tests/redistest"
 )
 
@@ -32,13 +33,14 @@ func TestHeardHandoffAfterASubscriberGapIsRead(t *testing.T) {
 	// Once armed, a connection's writes are held from its PSUBSCRIBE on:
 	// its channels are subscribed, its patterns not yet.
 	var armed atomic.Bool
-	gate := newHeldWrites(func(b []byte) bool { return armed.Load() && bytes.Contains(b, []byte("psubscribe")) })
-	t.Cleanup(gate.finish)
+	gate := heldconn.New(func(b []byte) bool { return armed.Load() && bytes.Contains(b, []byte("psubscribe")) },
+		func(b []byte) bool { return bytes.Contains(b, []byte("subscribe")) })
+	t.Cleanup(gate.Finish)
 	hb, rc, _ := newBackendPrefix(t, prefix)
 	holder, err := hb.Acquire(ctx, request("gap-handoff", grant(t, hb, time.Minute), "H"))
 	require.NoError(t, err)
 
-	wc := goredis.NewClient(&goredis.Options{Addr: p.Addr(), Dialer: gate.dial})
+	wc := goredis.NewClient(&goredis.Options{Addr: p.Addr(), Dialer: gate.Dial})
 	t.Cleanup(func() { _ = wc.Close() })
 	checked := &afterArg{arg: strconv.FormatUint(holder.Token, 10), done: make(chan struct{})}
 	wc.AddHook(checked)
@@ -65,7 +67,7 @@ func TestHeardHandoffAfterASubscriberGapIsRead(t *testing.T) {
 	// its own first, which the Backend closes unread) confirms the
 	// holder's channel; its PSUBSCRIBE waits at the gate.
 	select {
-	case <-gate.confirmed:
+	case <-gate.Confirmed:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no new subscriber connection confirmed the holder's channel")
 	}
@@ -75,7 +77,7 @@ func TestHeardHandoffAfterASubscriberGapIsRead(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Acquire did not return within 10s")
 	}
-	gate.finish()
+	gate.Finish()
 	if w.err == nil {
 		rival, err := hb.Acquire(ctx, try(request("gap-handoff", grant(t, hb, time.Minute), "R")))
 		t.Errorf("the waiter acquired token %d on a lease deleted in the gap; a rival then acquired: token %d, error %v",

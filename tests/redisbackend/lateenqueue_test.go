@@ -12,6 +12,7 @@ import (
 
 	"github.com/ash-lock/ashlock/backend"
 	redisb "github.com/ash-lock/ashlock/backend/redis"
+	"github.com/ash-lock/ashlock/tests/internal/heldconn"
 	"github.com/ash-lock/ashlock/tests/redistest"
 )
 
@@ -36,9 +37,9 @@ func TestAClaimLeftBehindGoesAtTheNextRenewal(t *testing.T) {
 	req := request("late", backend.Lease{}, owner)
 	req.ID = ""
 	// Its writes are held from the enqueue's on (its owner and its mode).
-	late := newHeldWrites(func(b []byte) bool { return bytes.Contains(b, []byte(owner)) && bytes.Contains(b, []byte("fair")) })
-	t.Cleanup(late.finish)
-	wc := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), Dialer: late.dial, ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	late := heldconn.New(func(b []byte) bool { return bytes.Contains(b, []byte(owner)) && bytes.Contains(b, []byte("fair")) }, nil)
+	t.Cleanup(late.Finish)
+	wc := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), Dialer: late.Dial, ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { _ = wc.Close() })
 	wb, err := redisb.New(ctx, wc, redisb.WithPrefix(prefix))
 	require.NoError(t, err)
@@ -48,10 +49,10 @@ func TestAClaimLeftBehindGoesAtTheNextRenewal(t *testing.T) {
 	_, err = wb.Acquire(ctx, req)
 	require.ErrorIs(t, err, backend.ErrUnavailable, "the enqueue's reply never came")
 
-	late.finish()
+	late.Finish()
 	var addr string
 	select {
-	case addr = <-late.sent:
+	case addr = <-late.Sent:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the held enqueue was never sent")
 	}
