@@ -172,3 +172,34 @@ func (h *holdCommands) ProcessPipelineHook(next goredis.ProcessPipelineHook) gor
 		return next(ctx, cmds)
 	}
 }
+
+// A claim a restart brought back is removed by a renewal that finds more
+// claims on the lease than the Backend tracks. An unfair waiter on the
+// same lease (as the client's pool gives it) is tracked from the start
+// but has no claim in the store until its key is free: it must not hide
+// the claim it waits for from the renewal, or it waits for itself.
+func TestAnUnfairWaiterDoesNotHideTheClaimACrashBroughtBack(t *testing.T) {
+	ctx := ctxFor(t)
+	b, rc, prefix := newBackend(t)
+	l := grant(t, b, time.Minute)
+	c, err := b.Acquire(ctx, named("unfair", l, "H"))
+	require.NoError(t, err)
+	require.NoError(t, b.Release(ctx, c))
+	require.NoError(t, srv.Restart(ctx))
+	require.Equal(t, []string{c.ID}, queueOf(t, rc, prefix, "unfair"),
+		"the restart did not bring the released claim back: this test checks nothing")
+
+	r := named("unfair", l, "W")
+	r.Fair = false
+	w := startAcquire(t, b, r)
+	// The waiter has read the key held by the claim brought back.
+	tag := "{" + prefix + "}"
+	awaitSubscribed(t, tag+"e:"+strconv.FormatUint(c.Token, 10))
+	for range 3 {
+		_, err = b.KeepAlive(ctx, l.ID)
+		require.NoError(t, err)
+	}
+	assert.NotContains(t, queueOf(t, rc, prefix, "unfair"), c.ID, "the renewals left the released claim holding the key")
+	next := w.await(t)
+	require.NoError(t, b.Release(ctx, next))
+}
