@@ -13,6 +13,7 @@ import (
 
 	"github.com/ash-lock/ashlock/backend"
 	redisb "github.com/ash-lock/ashlock/backend/redis"
+	"github.com/ash-lock/ashlock/tests/redistest"
 )
 
 // named is request with the claim named by the Backend, as the root
@@ -202,4 +203,35 @@ func TestAnUnfairWaiterDoesNotHideTheClaimACrashBroughtBack(t *testing.T) {
 	assert.NotContains(t, queueOf(t, rc, prefix, "unfair"), c.ID, "the renewals left the released claim holding the key")
 	next := w.await(t)
 	require.NoError(t, b.Release(ctx, next))
+}
+
+// A server at its memory limit (maxmemory, with nothing to evict) refuses
+// what would grow it, but renewals and releases grow nothing and go on, or
+// every lease on the server would end. A release held back from the
+// append-only file before the limit was reached must not stop them.
+func TestAReleaseHeldBackDoesNotStopRenewalsAtTheMemoryLimit(t *testing.T) {
+	ctx := ctxFor(t)
+	// A server of its own: its memory limit would refuse other tests' writes.
+	s, err := redistest.Start(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	rc := s.Client()
+	t.Cleanup(func() { _ = rc.Close() })
+	prefix := redistest.Prefix()
+	b, err := redisb.New(ctx, rc, redisb.WithPrefix(prefix))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	l := grant(t, b, time.Minute)
+	held, err := b.Acquire(ctx, named("limit/held", l, "H"))
+	require.NoError(t, err)
+	c, err := b.Acquire(ctx, named("limit/released", l, "R"))
+	require.NoError(t, err)
+	require.NoError(t, b.Release(ctx, c))
+	require.Equal(t, int64(1), rc.Exists(ctx, "{"+prefix+"}pend").Val(), "the release was not held back: this test checks nothing")
+
+	require.NoError(t, rc.ConfigSet(ctx, "maxmemory", "1").Err())
+	_, err = b.KeepAlive(ctx, l.ID)
+	assert.NoError(t, err, "a renewal refused at the memory limit")
+	assert.NoError(t, b.Release(ctx, held), "a release refused at the memory limit")
+	require.NoError(t, rc.ConfigSet(ctx, "maxmemory", "0").Err())
 }
