@@ -205,7 +205,13 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 		if !a.req.Wait {
 			return a.lockedError()
 		}
-		if err := a.wait(ctx, s); err != nil {
+		// No try so far inserted the claim, so it has no rows while it
+		// waits (a try held up in the network is still under way by its
+		// name, which a renewal spares).
+		a.b.names.waitOutside(a.req.Lease, true)
+		err = a.wait(ctx, s)
+		a.b.names.waitOutside(a.req.Lease, false)
+		if err != nil {
 			return err
 		}
 		a.b.hub.begin(a.w)

@@ -20,12 +20,18 @@ type names struct {
 
 	mu      sync.Mutex
 	byLease map[backend.LeaseID]map[string]int // name -> acquisitions under way with it
+	// outside counts, by lease, the acquisitions under way that wait for
+	// their keys to be free with no rows (see whenFree): counted, each
+	// would hide a claim left behind on its lease, perhaps the very one
+	// it waits for.
+	outside map[backend.LeaseID]int
 }
 
 func newNames() *names {
 	var b [9]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	return &names{base: base64.RawURLEncoding.EncodeToString(b[:]), byLease: map[backend.LeaseID]map[string]int{}}
+	return &names{base: base64.RawURLEncoding.EncodeToString(b[:]), byLease: map[backend.LeaseID]map[string]int{},
+		outside: map[backend.LeaseID]int{}}
 }
 
 // make names a new claim: the Backend's random base and a count, unique
@@ -75,13 +81,31 @@ func (n *names) ended(lease backend.LeaseID) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.byLease, lease)
+	delete(n.outside, lease)
 }
 
-// count returns how many distinct claims of lease are under way.
+// waitOutside records that an acquisition under way on lease starts
+// (true) or stops (false) waiting with no rows.
+func (n *names) waitOutside(lease backend.LeaseID, yes bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case yes:
+		n.outside[lease]++
+	case n.outside[lease] <= 1:
+		delete(n.outside, lease)
+	default:
+		n.outside[lease]--
+	}
+}
+
+// count returns how many distinct claims of lease under way may have rows.
+// It may count too few (a caller's name shared by a waiter outside and
+// an acquisition with rows), which only makes a renewal list the claims.
 func (n *names) count(lease backend.LeaseID) int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return len(n.byLease[lease])
+	return max(len(n.byLease[lease])-n.outside[lease], 0)
 }
 
 // has reports whether a claim named name on lease is under way.

@@ -226,6 +226,13 @@ local function settle()
   local p = tag .. 'pend'
   local es = redis.call('SMEMBERS', p)
   if #es == 0 then return end
+  -- Deleted first: a server over its memory limit refuses a command that
+  -- may grow memory only as a run's first write, and the pairs below
+  -- grow nothing, so a renewal or a release goes on there as before (the
+  -- run's own writes that grow memory pass too: one run per settle).
+  redis.set_repl(redis.REPL_NONE)
+  redis.call('DEL', p)
+  redis.set_repl(redis.REPL_ALL)
   for _, e in ipairs(es) do
     local l, id, key = string.match(e, '^(%d+)\n([^\n]*)\n(.*)$')
     if l then
@@ -238,9 +245,6 @@ local function settle()
       redis.call('SREM', tag .. 'lc:' .. l, x)
     end
   end
-  redis.set_repl(redis.REPL_NONE)
-  redis.call('DEL', p)
-  redis.set_repl(redis.REPL_ALL)
 end
 local function slice(from, n)
   local out = {}

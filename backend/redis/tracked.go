@@ -14,6 +14,10 @@ type tracked struct {
 	onLost backend.LossListener
 	ref    claimRef
 	nkeys  int // entries in its lease's index: one per key
+	// outside: an acquisition that adds its claim only once its keys are
+	// free, asleep until then, has no claim in the store (under
+	// registry.mu).
+	outside bool
 
 	mu    sync.Mutex
 	state trackState
@@ -114,15 +118,27 @@ func (r *registry) heldOn(lease backend.LeaseID) (keys int, releases uint64) {
 
 // trackedEntries returns how many index entries the claims tracked on
 // lease (being acquired, held or being released) may have in the store:
-// one per key each.
+// one per key each, none for an acquisition waiting outside the queues.
+// Counted anyway, such a waiter would hide from KeepAlive a claim left
+// behind on the same lease, perhaps the very one it waits for.
 func (r *registry) trackedEntries(lease backend.LeaseID) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
 	for t := range r.claims[lease] {
-		n += t.nkeys
+		if !t.outside {
+			n += t.nkeys
+		}
 	}
 	return n
+}
+
+// waitOutside records whether t waits for its keys to be free with no
+// claim in the store (see whenFree).
+func (r *registry) waitOutside(t *tracked, yes bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t.outside = yes
 }
 
 // trackedIDs returns the names of the claims tracked on lease.

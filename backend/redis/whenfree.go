@@ -50,7 +50,12 @@ func (a *acquisition) whenFree(ctx context.Context) error {
 		if !a.req.Wait {
 			return a.lockedError()
 		}
-		if err := a.sleep(ctx, s); err != nil {
+		// Every run so far answered, none added the claim (a late copy of
+		// one is still tracked by its name, see removeLeftBehind).
+		a.b.reg.waitOutside(a.t, true)
+		err = a.sleep(ctx, s)
+		a.b.reg.waitOutside(a.t, false)
+		if err != nil {
 			return err
 		}
 		// The queues were not free as read, so the next run must not add

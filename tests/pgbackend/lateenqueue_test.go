@@ -144,3 +144,76 @@ func TestRenewalsRacingAcquisitionsDeleteNothing(t *testing.T) {
 	}
 	t.Logf("%d renewals", renewals)
 }
+
+// A waiter that takes no place in the queue (Wait, not Fair) is under way
+// from its start but has no rows while it waits: it must not hide from
+// the renewal of its lease (the client's pool gives every lock of one TTL
+// the same lease) a claim left behind there, least of all the one it
+// waits for, or it waits for it until its context ends.
+func TestAnUnfairWaiterDoesNotHideAClaimLeftBehind(t *testing.T) {
+	schema := uniqueSchema(t)
+	_, admin := newBackend(t, schema)
+	// One connection: when it last ran a statement tells when the Backend
+	// last sent one.
+	p := shared.Pool(t, database(t), "unfair-"+schema, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 })
+	ctx := testCtx(t, 4*waitBound)
+	b, err := postgres.New(ctx, p, postgres.WithSchema(schema))
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	l, err := b.Grant(ctx, time.Minute)
+	require.NoError(t, err)
+
+	// A claim the Backend named, its rows put back after its release as a
+	// late enqueue would have left them.
+	c, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Lease: l.ID, Owner: "left", Wait: true, Fair: true})
+	require.NoError(t, err)
+	s := pgx.Identifier{schema}.Sanitize()
+	_, err = admin.Exec(ctx, fmt.Sprintf(`CREATE TABLE %[1]s.saved (LIKE %[1]s.claims)`, s))
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, fmt.Sprintf(`INSERT INTO %[1]s.saved SELECT * FROM %[1]s.claims WHERE name = $1`, s), c.ID)
+	require.NoError(t, err)
+	require.NoError(t, b.Release(ctx, c))
+	_, err = admin.Exec(ctx, fmt.Sprintf(`INSERT INTO %[1]s.claims SELECT * FROM %[1]s.saved`, s))
+	require.NoError(t, err)
+	require.Equal(t, 1, rows(t, schema, "k"))
+
+	var pid int
+	require.NoError(t, p.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+	last := func() (time.Time, string) {
+		var at time.Time
+		var state string
+		require.NoError(t, admin.QueryRow(ctx, `SELECT query_start, state FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&at, &state))
+		return at, state
+	}
+	before, _ := last()
+	w := make(chan error, 1)
+	go func() {
+		c, err := b.Acquire(ctx, backend.AcquireRequest{Key: "k", Lease: l.ID, Owner: "w", Wait: true, Fair: false})
+		if err == nil {
+			err = b.Release(ctx, c)
+		}
+		w <- err
+	}()
+	// The waiter has read the key, held by the claim left behind, and waits.
+	deadline := time.Now().Add(waitBound)
+	for at, state := last(); !at.After(before) || state != "idle"; at, state = last() {
+		require.True(t, time.Now().Before(deadline), "the waiter did not read the key")
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	// Renewals until the waiter holds: the statement seen may be the last
+	// before the waiter has begun to wait.
+	deadline = time.Now().Add(waitBound)
+	for done := false; !done; {
+		_, err = b.KeepAlive(ctx, l.ID)
+		require.NoError(t, err)
+		select {
+		case err := <-w:
+			require.NoError(t, err)
+			done = true
+		case <-time.After(20 * time.Millisecond):
+			require.True(t, time.Now().Before(deadline), "the waiter still waits for the claim left behind: the renewals did not delete it")
+		}
+	}
+	assert.Zero(t, rows(t, schema, "k"))
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ash-lock/ashlock/backend"
 	redisb "github.com/ash-lock/ashlock/backend/redis"
+	"github.com/ash-lock/ashlock/tests/redistest"
 )
 
 // named is request with the claim named by the Backend, as the root
@@ -171,4 +172,66 @@ func (h *holdCommands) ProcessPipelineHook(next goredis.ProcessPipelineHook) gor
 		}
 		return next(ctx, cmds)
 	}
+}
+
+// A claim a restart brought back is removed by a renewal that finds more
+// claims on the lease than the Backend tracks. An unfair waiter on the
+// same lease (as the client's pool gives it) is tracked from the start
+// but has no claim in the store until its key is free: it must not hide
+// the claim it waits for from the renewal, or it waits for itself.
+func TestAnUnfairWaiterDoesNotHideTheClaimACrashBroughtBack(t *testing.T) {
+	ctx := ctxFor(t)
+	b, rc, prefix := newBackend(t)
+	l := grant(t, b, time.Minute)
+	c, err := b.Acquire(ctx, named("unfair", l, "H"))
+	require.NoError(t, err)
+	require.NoError(t, b.Release(ctx, c))
+	require.NoError(t, srv.Restart(ctx))
+	require.Equal(t, []string{c.ID}, queueOf(t, rc, prefix, "unfair"),
+		"the restart did not bring the released claim back: this test checks nothing")
+
+	r := named("unfair", l, "W")
+	r.Fair = false
+	w := startAcquire(t, b, r)
+	// The waiter has read the key held by the claim brought back.
+	tag := "{" + prefix + "}"
+	awaitSubscribed(t, tag+"e:"+strconv.FormatUint(c.Token, 10))
+	for range 3 {
+		_, err = b.KeepAlive(ctx, l.ID)
+		require.NoError(t, err)
+	}
+	assert.NotContains(t, queueOf(t, rc, prefix, "unfair"), c.ID, "the renewals left the released claim holding the key")
+	next := w.await(t)
+	require.NoError(t, b.Release(ctx, next))
+}
+
+// A server at its memory limit (maxmemory, with nothing to evict) refuses
+// what would grow it, but renewals and releases grow nothing and go on, or
+// every lease on the server would end. A release held back from the
+// append-only file before the limit was reached must not stop them.
+func TestAReleaseHeldBackDoesNotStopRenewalsAtTheMemoryLimit(t *testing.T) {
+	ctx := ctxFor(t)
+	// A server of its own: its memory limit would refuse other tests' writes.
+	s, err := redistest.Start(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	rc := s.Client()
+	t.Cleanup(func() { _ = rc.Close() })
+	prefix := redistest.Prefix()
+	b, err := redisb.New(ctx, rc, redisb.WithPrefix(prefix))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	l := grant(t, b, time.Minute)
+	held, err := b.Acquire(ctx, named("limit/held", l, "H"))
+	require.NoError(t, err)
+	c, err := b.Acquire(ctx, named("limit/released", l, "R"))
+	require.NoError(t, err)
+	require.NoError(t, b.Release(ctx, c))
+	require.Equal(t, int64(1), rc.Exists(ctx, "{"+prefix+"}pend").Val(), "the release was not held back: this test checks nothing")
+
+	require.NoError(t, rc.ConfigSet(ctx, "maxmemory", "1").Err())
+	_, err = b.KeepAlive(ctx, l.ID)
+	assert.NoError(t, err, "a renewal refused at the memory limit")
+	assert.NoError(t, b.Release(ctx, held), "a release refused at the memory limit")
+	require.NoError(t, rc.ConfigSet(ctx, "maxmemory", "0").Err())
 }
