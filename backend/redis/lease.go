@@ -45,7 +45,9 @@ func (b *Backend) Grant(ctx context.Context, ttl time.Duration) (backend.Lease, 
 // lease whose claims held here the store no longer has all of (writes
 // lost in a failover that kept the lease): KeepAlive then revokes it. A
 // renewal that finds more claims on the lease than this Backend has
-// removes those it named but no longer tracks (see removeLeftBehind).
+// removes those it named but no longer tracks (see removeLeftBehind). The
+// first renewal of a lease after the subscriber's connection broke reads
+// the lease's index whole (see checkIndex) rather than count it.
 func (b *Backend) KeepAlive(ctx context.Context, id backend.LeaseID) (time.Duration, error) {
 	if err := b.closedErr("keep-alive"); err != nil {
 		return 0, err
@@ -67,12 +69,22 @@ func (b *Backend) KeepAlive(ctx context.Context, id backend.LeaseID) (time.Durat
 	// since are all in the lease's index, unless the store lost them (a
 	// failover that dropped the writes that made them, with the lease kept).
 	if _, r := b.reg.heldOn(id); r == releases && indexed < int64(keys) {
-		if err := revokeScript.Run(ctx, b.c, []string{b.lay.token()}, b.lay.tag, int64(id)).Err(); err != nil {
-			return 0, b.fail(ctx, "keep-alive", err)
+		return 0, b.revokeLost(ctx, id, int(int64(keys)-indexed))
+	}
+	// After a break in the subscriber's stream the server may have lost
+	// writes (a restart, a failover), and the counts may hide it: a
+	// release it lost brings back a claim, which can stand in for a
+	// claim it lost too. The index is then read whole, once.
+	if due, gaps := b.reg.indexCheckDue(id); due {
+		lost, err := b.checkIndex(ctx, id)
+		if err != nil {
+			return 0, err
 		}
-		b.goLeaseGone(id)
-		return 0, fmt.Errorf("%w: redis keep-alive: the store lost %d of lease %d's claims; lease revoked",
-			backend.ErrLeaseExpired, int64(keys)-indexed, id)
+		if lost > 0 {
+			return 0, b.revokeLost(ctx, id, lost)
+		}
+		b.reg.indexCheckedAt(id, gaps)
+		return time.Duration(ms) * time.Millisecond, nil
 	}
 	// More entries than this Backend's claims on the lease can have: the
 	// store has a claim of the lease that nobody here tracks, and which
@@ -81,6 +93,48 @@ func (b *Backend) KeepAlive(ctx context.Context, id backend.LeaseID) (time.Durat
 		b.removeLeftBehind(ctx, id)
 	}
 	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// revokeLost revokes lease id, whose claims held here the store has lost
+// (n of them, or n entries), and reports them lost.
+func (b *Backend) revokeLost(ctx context.Context, id backend.LeaseID, n int) error {
+	if err := revokeScript.Run(ctx, b.c, []string{b.lay.token()}, b.lay.tag, int64(id)).Err(); err != nil {
+		return b.fail(ctx, "keep-alive", err)
+	}
+	b.goLeaseGone(id)
+	return fmt.Errorf("%w: redis keep-alive: the store lost %d of lease %d's claims' entries; lease revoked",
+		backend.ErrLeaseExpired, n, id)
+}
+
+// checkIndex reads lease's index whole: it returns how many of the claims
+// this Backend holds on it the store no longer has all entries of, and
+// removes those it named and no longer tracks (see removeLeftBehind).
+// Claims that began a Release meanwhile make it count none lost: the
+// next gap, or the count, finds a loss then.
+func (b *Backend) checkIndex(ctx context.Context, lease backend.LeaseID) (int, error) {
+	held, releases := b.reg.heldIDs(lease)
+	entries, err := b.c.SMembers(ctx, b.lay.leaseIndex(lease)).Result()
+	if err != nil {
+		return 0, b.fail(ctx, "keep-alive", err)
+	}
+	found := map[string]int{}
+	for _, e := range entries {
+		if id, _, ok := strings.Cut(e, "\n"); ok {
+			found[id]++
+		}
+	}
+	lost := 0
+	if _, r := b.reg.heldOn(lease); r == releases {
+		for id, n := range held {
+			if found[id] < n {
+				lost++
+			}
+		}
+	}
+	if lost == 0 {
+		b.removeLeftBehindOf(ctx, lease, entries)
+	}
+	return lost, nil
 }
 
 // removeLeftBehind removes the claims on lease that this Backend named
@@ -101,6 +155,12 @@ func (b *Backend) removeLeftBehind(ctx context.Context, lease backend.LeaseID) {
 		b.log.Debug("redis: reading a lease's claims failed", "lease", int64(lease), "error", err)
 		return
 	}
+	b.removeLeftBehindOf(ctx, lease, entries)
+}
+
+// removeLeftBehindOf is removeLeftBehind given the lease's index entries,
+// read before it is called.
+func (b *Backend) removeLeftBehindOf(ctx context.Context, lease backend.LeaseID, entries []string) {
 	// Read after the index: a claim is tracked before anything of it is
 	// sent, so one listed in the index and not tracked now is done with.
 	tracked := b.reg.trackedIDs(lease)

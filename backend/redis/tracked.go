@@ -219,6 +219,7 @@ func (r *registry) lose(id backend.LeaseID, cause error) {
 	// it; a holder is forgotten here, whether or not it is released later.
 	delete(r.claims, id)
 	delete(r.held, id)
+	delete(r.indexChecked, id)
 	r.mu.Unlock()
 	for _, t := range ts {
 		t.mu.Lock()
@@ -239,4 +240,46 @@ func (r *registry) lose(id backend.LeaseID, cause error) {
 	r.mu.Lock()
 	delete(r.held, id)
 	r.mu.Unlock()
+}
+
+// heldIDs returns the names of the claims holding on lease, each with its
+// number of index entries, and how many Releases have begun on it.
+func (r *registry) heldIDs(lease backend.LeaseID) (map[string]int, uint64) {
+	r.mu.Lock()
+	ts := make([]*tracked, 0, len(r.claims[lease]))
+	for t := range r.claims[lease] {
+		ts = append(ts, t)
+	}
+	var releases uint64
+	if h := r.held[lease]; h != nil {
+		releases = h.releases
+	}
+	r.mu.Unlock()
+	ids := map[string]int{}
+	for _, t := range ts {
+		t.mu.Lock()
+		if t.state == holding {
+			ids[t.id] += t.nkeys
+		}
+		t.mu.Unlock()
+	}
+	return ids, releases
+}
+
+// indexCheckDue reports whether the subscriber's stream has broken since
+// lease's index was last read whole (see Backend.checkIndex), and the
+// gap count to record once it has been.
+func (r *registry) indexCheckDue(lease backend.LeaseID) (bool, uint64) {
+	g := r.gaps.Load()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.indexChecked[lease] != g, g
+}
+
+// indexCheckedAt records that lease's index was read whole after gap
+// count g.
+func (r *registry) indexCheckedAt(lease backend.LeaseID, g uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.indexChecked[lease] = g
 }

@@ -32,26 +32,30 @@ type registry struct {
 	claims      map[backend.LeaseID]map[*tracked]struct{}
 	byRef       map[claimRef]*tracked // holders, for Release
 	held        map[backend.LeaseID]*heldOn
-	observers   map[string]map[*observer]struct{}
-	inGap       bool          // the subscriber's stream broke and is not restored yet
-	gapFrom     time.Time     // verified when it broke: what came after may be lost
-	gaps        atomic.Uint64 // starts and ends of gaps so far, changed under mu (see lastHandoff)
+	// indexChecked is, per lease, the gap count when its index was last
+	// read whole (see Backend.checkIndex); absent means 0.
+	indexChecked map[backend.LeaseID]uint64
+	observers    map[string]map[*observer]struct{}
+	inGap        bool          // the subscriber's stream broke and is not restored yet
+	gapFrom      time.Time     // verified when it broke: what came after may be lost
+	gaps         atomic.Uint64 // starts and ends of gaps so far, changed under mu (see lastHandoff)
 }
 
 func newRegistry(lay layout, sub subscriber) *registry {
 	return &registry{
-		lay:         lay,
-		sub:         sub,
-		chans:       map[string]*chanSub{},
-		unconfirmed: map[*watcher]struct{}{},
-		byKey:       map[string]map[*watcher]struct{}{},
-		byLease:     map[backend.LeaseID]map[*watcher]struct{}{},
-		disarmed:    map[*watcher]struct{}{},
-		claims:      map[backend.LeaseID]map[*tracked]struct{}{},
-		byRef:       map[claimRef]*tracked{},
-		held:        map[backend.LeaseID]*heldOn{},
-		observers:   map[string]map[*observer]struct{}{},
-		verified:    time.Now(), // nobody waits or observes before the first subscription
+		lay:          lay,
+		sub:          sub,
+		chans:        map[string]*chanSub{},
+		unconfirmed:  map[*watcher]struct{}{},
+		byKey:        map[string]map[*watcher]struct{}{},
+		byLease:      map[backend.LeaseID]map[*watcher]struct{}{},
+		disarmed:     map[*watcher]struct{}{},
+		claims:       map[backend.LeaseID]map[*tracked]struct{}{},
+		byRef:        map[claimRef]*tracked{},
+		held:         map[backend.LeaseID]*heldOn{},
+		indexChecked: map[backend.LeaseID]uint64{},
+		observers:    map[string]map[*observer]struct{}{},
+		verified:     time.Now(), // nobody waits or observes before the first subscription
 	}
 }
 

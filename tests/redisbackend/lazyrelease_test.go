@@ -2,6 +2,7 @@ package redisbackend
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -234,4 +235,66 @@ func TestAReleaseHeldBackDoesNotStopRenewalsAtTheMemoryLimit(t *testing.T) {
 	assert.NoError(t, err, "a renewal refused at the memory limit")
 	assert.NoError(t, b.Release(ctx, held), "a release refused at the memory limit")
 	require.NoError(t, rc.ConfigSet(ctx, "maxmemory", "0").Err())
+}
+
+// A failover keeps a prefix of the writes the primary sent its replicas.
+// A release held back is sent only with the next write, so a failover
+// that loses that write (here an acquisition on the same lease) loses the
+// release with it: the released claim comes back in place of the new
+// one. The renewal must still find the new claim lost, though the lease
+// has as many claims in the store as this Backend holds. Simulated on one
+// server, as TestLostClaimFoundAtRenewal does: the released claim's
+// entries put back as they were, the new claim's removed, and every
+// client's connections closed, as a failover closes them (Sentinel ends
+// the old primary's clients; a restart ends all).
+func TestAFailoverLosingAReleaseAndTheNextWriteFindsTheLoss(t *testing.T) {
+	ctx := ctxFor(t)
+	b, rc, prefix := newBackend(t)
+	tag := "{" + prefix + "}"
+	l := grant(t, b, time.Minute)
+	idx := tag + "lc:" + strconv.FormatInt(int64(l.ID), 10)
+
+	x, err := b.Acquire(ctx, named("masked/released", l, "X"))
+	require.NoError(t, err)
+	rec, err := rc.HGet(ctx, tag+"c:masked/released", x.ID).Result()
+	require.NoError(t, err)
+	require.NoError(t, b.Release(ctx, x))
+
+	lost := make(chan error, 1)
+	r := named("masked/held", l, "H")
+	r.OnLost = backend.LossFunc(func(err error) { lost <- err })
+	h, err := b.Acquire(ctx, r)
+	require.NoError(t, err)
+
+	// The replica's state: everything before h's acquisition, which is
+	// also the first write to carry x's release.
+	require.NoError(t, rc.ZAdd(ctx, tag+"q:masked/released", goredis.Z{Score: float64(x.Token), Member: x.ID}).Err())
+	require.NoError(t, rc.HSet(ctx, tag+"c:masked/released", x.ID, rec).Err())
+	require.NoError(t, rc.SAdd(ctx, idx, x.ID+"\nmasked/released").Err())
+	require.NoError(t, rc.Del(ctx, tag+"q:masked/held", tag+"c:masked/held").Err())
+	require.NoError(t, rc.SRem(ctx, idx, h.ID+"\nmasked/held").Err())
+
+	_, err = srv.KillClients(ctx)
+	require.NoError(t, err)
+
+	// The renewal that follows the Backend's finding its subscriber's
+	// connection gone reads the index whole.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err = b.KeepAlive(ctx, l.ID)
+		if errors.Is(err, backend.ErrLeaseExpired) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.ErrorIs(t, err, backend.ErrLeaseExpired, "the renewals took the released claim for the lost one")
+	select {
+	case err := <-lost:
+		assert.ErrorIs(t, err, backend.ErrLeaseExpired)
+	case <-time.After(5 * time.Second):
+		t.Fatal("OnLost not called: the holder goes on believing it holds a key the store has free")
+	}
+	other, err := b.Acquire(ctx, try(named("masked/held", grant(t, b, time.Minute), "O")))
+	require.NoError(t, err)
+	require.NoError(t, b.Release(ctx, other))
 }
