@@ -67,11 +67,7 @@ func TestEvictedLeaseReachesItsHolderAtOnce(t *testing.T) {
 	ctx := ctxFor(t)
 	// A server of its own: its memory limit would evict the leases of
 	// every other test.
-	s, err := redistest.Start(ctx)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	rc := s.Client()
-	t.Cleanup(func() { _ = rc.Close() })
+	rc := ownServer(t)
 	require.NoError(t, rc.ConfigSet(ctx, "notify-keyspace-events", "KEgxe").Err())
 	require.NoError(t, rc.ConfigSet(ctx, "maxmemory-policy", "volatile-ttl").Err())
 	prefix := redistest.Prefix()

@@ -248,3 +248,16 @@ func newBackendPrefix(t *testing.T, prefix string) (*redisb.Backend, *goredis.Cl
 	t.Cleanup(func() { _ = b.Close() })
 	return b, c, prefix
 }
+
+// ownServer starts a server for one test (one whose settings, a memory
+// limit say, would disturb the others) and returns a client of it; both
+// are closed at the test's end.
+func ownServer(t *testing.T) *goredis.Client {
+	t.Helper()
+	s, err := redistest.Start(ctxFor(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	rc := s.Client()
+	t.Cleanup(func() { _ = rc.Close() })
+	return rc
+}

@@ -34,6 +34,23 @@ func queueOf(t *testing.T, rc *goredis.Client, prefix, key string) []string {
 	return q
 }
 
+// releasedThenRestarted acquires key on lease l with a claim b names,
+// releases it, restarts the server before anything else is written, and
+// checks that the restart brought the released claim back (else the
+// release waited for the disk, and the caller's test checks nothing).
+func releasedThenRestarted(t *testing.T, b backend.Backend, rc *goredis.Client, prefix, key string, l backend.Lease) backend.Claim {
+	t.Helper()
+	ctx := ctxFor(t)
+	c, err := b.Acquire(ctx, named(key, l, "H"))
+	require.NoError(t, err)
+	require.NoError(t, b.Release(ctx, c))
+	require.Empty(t, queueOf(t, rc, prefix, key), "the release did not remove the claim")
+	require.NoError(t, srv.Restart(ctx))
+	require.Equal(t, []string{c.ID}, queueOf(t, rc, prefix, key),
+		"the restart did not bring the released claim back: the release waited for the disk, and this test checks nothing")
+	return c
+}
+
 // A release that leaves its key free, of a claim the Backend named, is
 // answered before it reaches the append-only file: a crash before the
 // next write brings the claim back, and its lease's next renewal removes
@@ -44,16 +61,9 @@ func TestReleaseACrashUndidGoesAtTheNextRenewal(t *testing.T) {
 	ctx := ctxFor(t)
 	b, rc, prefix := newBackend(t)
 	l := grant(t, b, time.Minute)
-	c, err := b.Acquire(ctx, named("undone", l, "H"))
-	require.NoError(t, err)
-	require.NoError(t, b.Release(ctx, c))
-	require.Empty(t, queueOf(t, rc, prefix, "undone"), "the release did not remove the claim")
+	c := releasedThenRestarted(t, b, rc, prefix, "undone", l)
 
-	require.NoError(t, srv.Restart(ctx))
-	require.Equal(t, []string{c.ID}, queueOf(t, rc, prefix, "undone"),
-		"the restart did not bring the released claim back: the release waited for the disk, and this test checks nothing")
-
-	_, err = b.KeepAlive(ctx, l.ID)
+	_, err := b.KeepAlive(ctx, l.ID)
 	require.NoError(t, err, "the renewal took the claim it no longer tracks for a lost one")
 	assert.Empty(t, queueOf(t, rc, prefix, "undone"), "the renewal left the released claim holding the key")
 	c2, err := b.Acquire(ctx, try(named("undone", grant(t, b, time.Minute), "next")))
@@ -184,12 +194,7 @@ func TestAnUnfairWaiterDoesNotHideTheClaimACrashBroughtBack(t *testing.T) {
 	ctx := ctxFor(t)
 	b, rc, prefix := newBackend(t)
 	l := grant(t, b, time.Minute)
-	c, err := b.Acquire(ctx, named("unfair", l, "H"))
-	require.NoError(t, err)
-	require.NoError(t, b.Release(ctx, c))
-	require.NoError(t, srv.Restart(ctx))
-	require.Equal(t, []string{c.ID}, queueOf(t, rc, prefix, "unfair"),
-		"the restart did not bring the released claim back: this test checks nothing")
+	c := releasedThenRestarted(t, b, rc, prefix, "unfair", l)
 
 	r := named("unfair", l, "W")
 	r.Fair = false
@@ -198,7 +203,7 @@ func TestAnUnfairWaiterDoesNotHideTheClaimACrashBroughtBack(t *testing.T) {
 	tag := "{" + prefix + "}"
 	awaitSubscribed(t, tag+"e:"+strconv.FormatUint(c.Token, 10))
 	for range 3 {
-		_, err = b.KeepAlive(ctx, l.ID)
+		_, err := b.KeepAlive(ctx, l.ID)
 		require.NoError(t, err)
 	}
 	assert.NotContains(t, queueOf(t, rc, prefix, "unfair"), c.ID, "the renewals left the released claim holding the key")
@@ -213,11 +218,7 @@ func TestAnUnfairWaiterDoesNotHideTheClaimACrashBroughtBack(t *testing.T) {
 func TestAReleaseHeldBackDoesNotStopRenewalsAtTheMemoryLimit(t *testing.T) {
 	ctx := ctxFor(t)
 	// A server of its own: its memory limit would refuse other tests' writes.
-	s, err := redistest.Start(ctx)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	rc := s.Client()
-	t.Cleanup(func() { _ = rc.Close() })
+	rc := ownServer(t)
 	prefix := redistest.Prefix()
 	b, err := redisb.New(ctx, rc, redisb.WithPrefix(prefix))
 	require.NoError(t, err)
