@@ -60,7 +60,7 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 		return backend.Claim{}, fmt.Errorf("postgres acquire %q: %w", req.Key, backend.ContextError(ctx))
 	}
 	if req.ID == "" {
-		req.ID = b.names.make()
+		req.ID = b.names.New()
 	}
 	// Before anything is sent: from now on the lease may have rows of
 	// this claim, which a renewal must not take for ones left behind.

@@ -92,7 +92,7 @@ func (b *Backend) removeLeftBehind(ctx context.Context, lease backend.LeaseID) {
 	// Read after the rows: a claim is under way before anything of it is
 	// sent, so one found and not under way now is done with.
 	for name, keys := range left {
-		if !b.names.mine(name) || b.names.has(lease, name) {
+		if !b.names.Made(name) || b.names.has(lease, name) {
 			continue
 		}
 		var batch pgx.Batch

@@ -1,9 +1,6 @@
 package postgres
 
 import (
-	"crypto/rand"
-	"encoding/base64"
-	"strconv"
 	"sync"
 
 	"github.com/ash-lock/ashlock/backend"
@@ -15,8 +12,7 @@ import (
 // ended). A renewal that finds more claims on the lease than these has
 // met a claim nobody here holds (see removeLeftBehind).
 type names struct {
-	base string // random, the start of every claim name the Backend makes
-	made uint64 // claim names made so far, under mu
+	*backend.ClaimNames // the names it makes: New, Made
 
 	mu      sync.Mutex
 	byLease map[backend.LeaseID]map[string]int // name -> acquisitions under way with it
@@ -28,24 +24,8 @@ type names struct {
 }
 
 func newNames() *names {
-	var b [9]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	return &names{base: base64.RawURLEncoding.EncodeToString(b[:]), byLease: map[backend.LeaseID]map[string]int{},
+	return &names{ClaimNames: backend.NewClaimNames(), byLease: map[backend.LeaseID]map[string]int{},
 		outside: map[backend.LeaseID]int{}}
-}
-
-// make names a new claim: the Backend's random base and a count, unique
-// among the names of every Backend (a caller's UUID has no such prefix).
-func (n *names) make() string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.made++
-	return n.base + strconv.FormatUint(n.made, 36)
-}
-
-// mine reports whether this Backend made name.
-func (n *names) mine(name string) bool {
-	return len(name) > len(n.base) && name[:len(n.base)] == n.base
 }
 
 // add records that a claim named name on lease is under way.

@@ -53,7 +53,7 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 		return backend.Claim{}, err
 	}
 	if req.ID == "" {
-		req.ID = b.claimName()
+		req.ID = b.names.New()
 	} else if err := checkID(req.ID); err != nil {
 		return backend.Claim{}, err
 	}

@@ -2,15 +2,11 @@ package redis
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -30,8 +26,7 @@ type Backend struct {
 	reg    *registry
 	notify bool // keyspace notifications of lease ends were on at New
 	onGap  func(from, to time.Time)
-	idBase string        // random, the start of every claim name it makes
-	ids    atomic.Uint64 // the claim names made so far
+	names  *backend.ClaimNames // of the claims it names itself
 
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
@@ -51,18 +46,10 @@ var (
 )
 
 // NamesClaims marks the Backend as naming its claims itself
-// (backend.ClaimNamer): see claimName.
+// (backend.ClaimNamer, with backend.ClaimNames: a claim's name is stored
+// several times, in its queue entry, its record's field and its lease's
+// index, and written and deleted by every cycle).
 func (b *Backend) NamesClaims() {}
-
-// claimName names a new claim: the Backend's random base and a count,
-// about a third of a UUID's length. A claim's name is stored several
-// times (its queue entry, its record's field, its lease's index), and
-// written and deleted by every cycle. It is unique among the Backend's
-// claims by the count, and across Backends as long as no two draw the
-// same 72-bit base.
-func (b *Backend) claimName() string {
-	return b.idBase + strconv.FormatUint(b.ids.Add(1), 36)
-}
 
 // New returns a Backend that keeps its locks in the Redis server (or
 // cluster, or failover group) c talks to. The caller keeps ownership of c
@@ -95,10 +82,8 @@ func New(ctx context.Context, c goredis.UniversalClient, opts ...Option) (*Backe
 	if o.logger == nil {
 		o.logger = slog.Default()
 	}
-	var base [9]byte
-	_, _ = rand.Read(base[:]) // never fails (crypto/rand)
 	b := &Backend{c: c, lay: lay, db: dbOf(c), log: o.logger, onGap: o.onGap, done: make(chan struct{}),
-		idBase: base64.RawURLEncoding.EncodeToString(base[:])}
+		names: backend.NewClaimNames()}
 	b.reg = newRegistry(lay, sender{b})
 	b.checkNotifications(ctx)
 	ps, err := b.subscribe(ctx)

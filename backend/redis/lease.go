@@ -167,7 +167,7 @@ func (b *Backend) removeLeftBehindOf(ctx context.Context, lease backend.LeaseID,
 	left := map[string][]string{}
 	for _, e := range entries {
 		id, key, ok := strings.Cut(e, "\n")
-		if _, mine := tracked[id]; ok && !mine && strings.HasPrefix(id, b.idBase) {
+		if _, mine := tracked[id]; ok && !mine && b.names.Made(id) {
 			left[id] = append(left[id], key)
 		}
 	}

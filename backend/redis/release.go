@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/ash-lock/ashlock/backend"
 )
@@ -28,7 +27,7 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 	// its release need not wait for the disk when nothing queues behind
 	// it (see releaseScript). A claim the caller named is left to its
 	// lease, so its release is written before it is answered.
-	lazy := strings.HasPrefix(c.ID, b.idBase)
+	lazy := b.names.Made(c.ID)
 	if err := b.release(ctx, c.ID, strconv.FormatUint(c.Token, 10), lazy, c.AllKeys()); err != nil {
 		return err
 	}
