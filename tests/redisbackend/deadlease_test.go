@@ -1,7 +1,6 @@
 package redisbackend
 
 import (
-	"strconv"
 	"testing"
 	"time"
 
@@ -26,20 +25,8 @@ func TestWaiterOnADeletedLeaseTakesNoHandoffWithoutNotifications(t *testing.T) {
 
 	// The release comes once the waiter has checked the holder after its
 	// subscription was confirmed: the waiter hears it.
-	wc := client(t)
-	checked := &afterArg{arg: strconv.FormatUint(holder.Token, 10), done: make(chan struct{})}
-	wc.AddHook(checked)
-	wb, err := redisb.New(ctx, wc, redisb.WithPrefix(prefix), redisb.WithLogger(quiet))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = wb.Close() })
-	wl := grant(t, wb, time.Minute)
-	p := startAcquire(t, wb, request("deleted-waiter", wl, "W"))
-	awaitWaiting(t, hb, "deleted-waiter", 1)
-	select {
-	case <-checked.done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the waiter never checked the holder after subscribing")
-	}
+	_, wl, p := startHeardWaiter(t, client(t), prefix, hb, holder, request("deleted-waiter", backend.Lease{}, "W"),
+		redisb.WithLogger(quiet))
 
 	require.NoError(t, rc.Del(ctx, leaseKey(prefix, wl.ID)).Err())
 	require.NoError(t, hb.Release(ctx, holder))

@@ -2,7 +2,6 @@ package redisbackend
 
 import (
 	"bytes"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ash-lock/ashlock/backend"
-	redisb "github.com/ash-lock/ashlock/backend/redis"
 	"github.com/ash-lock/ashlock/tests/internal/heldconn"
 	"github.com/ash-lock/ashlock/tests/redistest"
 )
@@ -42,19 +40,7 @@ func TestHeardHandoffAfterASubscriberGapIsRead(t *testing.T) {
 
 	wc := goredis.NewClient(&goredis.Options{Addr: p.Addr(), Dialer: gate.Dial})
 	t.Cleanup(func() { _ = wc.Close() })
-	checked := &afterArg{arg: strconv.FormatUint(holder.Token, 10), done: make(chan struct{})}
-	wc.AddHook(checked)
-	wb, err := redisb.New(ctx, wc, redisb.WithPrefix(prefix))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = wb.Close() })
-	wl := grant(t, wb, time.Minute)
-	w := startAcquire(t, wb, request("gap-handoff", wl, "W"))
-	awaitWaiting(t, hb, "gap-handoff", 1)
-	select {
-	case <-checked.done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the waiter never checked the holder after subscribing")
-	}
+	_, wl, w := startHeardWaiter(t, wc, prefix, hb, holder, request("gap-handoff", backend.Lease{}, "W"))
 
 	// The gap: the subscriber goes silent, the lease's deletion is held
 	// and then dropped with the connection.

@@ -196,26 +196,12 @@ func TestPlacedHandoffWaitsForNoWrite(t *testing.T) {
 	wc.AddHook(gate)
 	sent := &sentArgs{}
 	wc.AddHook(sent) // after the gate: what it holds back is not sent yet
-	// Once its subscription to the holder's channel is confirmed, the
-	// waiter checks the holder is as it read it (a command naming the
-	// holder's token); the release comes after that check, so that it is
-	// heard, not found by a check or a read.
-	checked := &afterArg{arg: strconv.FormatUint(holder.Token, 10), done: make(chan struct{})}
-	wc.AddHook(checked)
-	wb, err := redisb.New(ctx, wc, redisb.WithPrefix(prefix))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = wb.Close() })
-	req.Lease = grant(t, wb, time.Minute).ID
-	p := startAcquire(t, wb, req)
-	awaitWaiting(t, hb, "placed", 1)
+	// The release comes once the waiter has checked the holder after its
+	// subscription was confirmed: it is heard.
+	wb, _, p := startHeardWaiter(t, wc, prefix, hb, holder, req)
 	info, err := hb.Inspect(ctx, "placed")
 	require.NoError(t, err)
 	joined := info.Waiters[0].Token
-	select {
-	case <-checked.done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the waiter never checked the holder after subscribing")
-	}
 
 	require.NoError(t, hb.Release(ctx, holder))
 	// Every later command naming the claim (the record of its

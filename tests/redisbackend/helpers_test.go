@@ -261,3 +261,29 @@ func ownServer(t *testing.T) *goredis.Client {
 	t.Cleanup(func() { _ = rc.Close() })
 	return rc
 }
+
+// startHeardWaiter makes a Backend on wc (under prefix, with opts) and
+// starts req on it, on a lease of its own that it returns, queued behind
+// holder on hb; it returns once the waiter has checked holder after its
+// subscription was confirmed (a command naming holder's token), so that
+// a release of holder from then on is heard, not found by a check or a
+// read.
+func startHeardWaiter(t *testing.T, wc *goredis.Client, prefix string, hb backend.Backend, holder backend.Claim,
+	req backend.AcquireRequest, opts ...redisb.Option) (*redisb.Backend, backend.Lease, *pending) {
+	t.Helper()
+	checked := &afterArg{arg: strconv.FormatUint(holder.Token, 10), done: make(chan struct{})}
+	wc.AddHook(checked)
+	wb, err := redisb.New(ctxFor(t), wc, append([]redisb.Option{redisb.WithPrefix(prefix)}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = wb.Close() })
+	l := grant(t, wb, time.Minute)
+	req.Lease = l.ID
+	p := startAcquire(t, wb, req)
+	awaitWaiting(t, hb, req.Key, 1)
+	select {
+	case <-checked.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter never checked the holder after subscribing")
+	}
+	return wb, l, p
+}
