@@ -31,7 +31,7 @@
 // client's lease granted since under the same id. Both stay below 2^53
 // (exact in Lua's numbers) until the year 2255.
 //
-// # Releases and the disk
+// # Releases, joins and the disk
 //
 // A release that leaves its keys free, of a claim the Backend named, is
 // answered without waiting for the append-only file: it grants nothing,
@@ -40,7 +40,12 @@
 // run that writes anything (an acquisition, a renewal, any other release)
 // writes it first, so a crash undoes only the releases answered since the
 // last such write. A release with a claim queued behind it hands the key
-// over and is written before it is answered, as is every other change.
+// over and is written before it is answered. So is every other change but
+// two: the join of a claim that the rule admits only with nothing ahead
+// (a plain lock's waiter), which holds nothing until a claim ahead departs
+// and is written by that departure's run first (a crash before then loses
+// it, and its waiter joins again), and the after-the-fact record of when a
+// waiter came to hold (a crash loses the time, never the claim).
 //
 // # Waiting and loss
 //

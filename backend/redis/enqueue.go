@@ -25,9 +25,10 @@ var replyLen = map[string]int{"nolease": 1, "mismatch": 2, "changed": 1, "ok": 4
 
 // enqueue runs enqueueScript in mode ("fair" or "cond", see there).
 func (a *acquisition) enqueue(ctx context.Context, mode string, permit int, expect []string) (enqueueReply, error) {
-	args := make([]any, 0, 13+2*len(a.keys))
+	args := make([]any, 0, 14+2*len(a.keys))
 	args = append(args, a.b.lay.tag, a.req.ID, int64(a.req.Lease), a.kind.Permits, flag(a.kind.Shared), mode, permit,
-		a.req.Owner, a.req.Value, flag(a.req.Stamp != nil), flag(a.placedOnJoin()), backend.Ahead(a.kind), len(a.keys))
+		a.req.Owner, a.req.Value, flag(a.req.Stamp != nil), flag(a.placedOnJoin()), flag(a.joinsLazily()),
+		backend.Ahead(a.kind), len(a.keys))
 	for _, k := range a.keys {
 		args = append(args, k)
 	}
@@ -98,6 +99,14 @@ func parseEnqueueReply(v []any) (enqueueReply, error) {
 // joins: nothing but the claims ahead keeps a claim on one key that takes
 // no permit from holding, so its place in the queue is its admission.
 func (a *acquisition) placedOnJoin() bool { return a.req.Keys == nil && !a.kind.Counted() }
+
+// joinsLazily reports whether the claim, when it queues behind others, may
+// be added without waiting for the disk (see enqueueScript): the rule
+// admits it only with nothing ahead (backend.HoldsAlone), so it holds
+// nothing until a claim ahead departs, and that departure, a write, writes
+// it first. A crash before then loses it; its wait then joins again (see
+// queue).
+func (a *acquisition) joinsLazily() bool { return backend.HoldsAlone(a.kind) }
 
 // refused turns a reply that added nothing into the Acquire's error.
 func (a *acquisition) refused(r enqueueReply) error {

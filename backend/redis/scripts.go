@@ -217,11 +217,15 @@ local function claimed(keys, id, token)
   return rs
 end
 -- settle writes to the append-only file (and the replicas) the releases
--- made without it since the last run that wrote to it (see
--- releaseScript), each entry again as an add and a remove, since Redis
--- logs only commands that change something. Every run settles before it
--- writes anything, so a removed entry is still absent when it is settled,
--- and the file never holds a later change without the releases before it.
+-- and joins made without it since the last run that wrote to it (see
+-- releaseScript and enqueueScript). A release's entries are written again
+-- as an add and a remove, a join's as a remove and an add of the claim as
+-- it is now (if it is still there), since Redis logs only commands that
+-- change something; after a join the token counter is written too, so
+-- that the file never holds a token above its counter. Every run that
+-- writes settles first, so a removed entry is still absent when it is
+-- settled, and the file never holds a later change without the releases
+-- and joins before it.
 local function settle()
   local p = tag .. 'pend'
   local es = redis.call('SMEMBERS', p)
@@ -233,7 +237,21 @@ local function settle()
   redis.set_repl(redis.REPL_NONE)
   redis.call('DEL', p)
   redis.set_repl(redis.REPL_ALL)
+  local joined = false
   for _, e in ipairs(es) do
+    local jid, jkey = string.match(e, '^j([^\n]*)\n(.*)$')
+    local m = jid and redis.call('HGET', tag .. 'c:' .. jkey, jid)
+    local r = m and parse(m)
+    if r then
+      local q, c, x = tag .. 'q:' .. jkey, tag .. 'c:' .. jkey, jid .. '\n' .. jkey
+      redis.call('ZREM', q, jid)
+      redis.call('ZADD', q, r.t, jid)
+      redis.call('HDEL', c, jid)
+      redis.call('HSET', c, jid, m)
+      redis.call('SREM', tag .. 'lc:' .. r.l, x)
+      redis.call('SADD', tag .. 'lc:' .. r.l, x)
+      joined = true
+    end
     local l, id, key = string.match(e, '^(%d+)\n([^\n]*)\n(.*)$')
     if l then
       local q, c, x = tag .. 'q:' .. key, tag .. 'c:' .. key, id .. '\n' .. key
@@ -245,6 +263,7 @@ local function settle()
       redis.call('SREM', tag .. 'lc:' .. l, x)
     end
   end
+  if joined then redis.call('SET', KEYS[1], redis.call('GET', KEYS[1])) end
 end
 local function slice(from, n)
   local out = {}
@@ -260,11 +279,17 @@ func script(body string) *goredis.Script {
 	return goredis.NewScript(lib + "local function body()\n" + body + "\nend\nsettle()\nlocal reply = body()\nflush()\nreturn reply\n")
 }
 
+// readScript makes a script of lib and body that writes nothing: it has
+// nothing to settle.
+func readScript(body string) *goredis.Script {
+	return goredis.NewScript(lib + body)
+}
+
 // enqueueScript adds a claim at every key of a request, with a fresh token.
 //
 // ARGV: tag, id, lease, permits, shared (0|1), mode, permit, owner, value,
-// want stamp (0|1), placed (0|1), ahead, n keys, keys..., then in mode
-// "cond" one expected last token per key ("0" for an empty queue).
+// want stamp (0|1), placed (0|1), lazy (0|1), ahead, n keys, keys..., then
+// in mode "cond" one expected last token per key ("0" for an empty queue).
 //
 // Mode "fair" always queues the claim; it is admitted at once (with the
 // given permit) only when every queue was empty. A claim whose admission
@@ -278,7 +303,15 @@ func script(body string) *goredis.Script {
 // (what package backend's Ahead says the caller's rules read), so that
 // joining a long queue is not a read of all of it; a claim named id is
 // looked for in the listed claims and, when they may not be the whole
-// queue, by its record. The replies:
+// queue, by its record.
+//
+// With lazy set (a claim the rule admits only with nothing ahead, see
+// joinsLazily), a claim that queues behind others is added without the
+// append-only file and the replicas, and noted in {p}pend: it holds
+// nothing until a claim ahead departs, a write that settles it first
+// (see settle), so the server answers without waiting for an fsync. A
+// crash before then loses the claim, which its waiter finds and joins
+// again. The replies:
 //
 //	{"nolease"}                        the lease has ended
 //	{"mismatch", key}                  key's queue agrees on another permit count
@@ -288,9 +321,9 @@ func script(body string) *goredis.Script {
 //	{"queued", token, now, states...}  added behind states (the queues before it); now is the server's clock in ms
 var enqueueScript = script(`
 local id, lease, n, shared, mode, permit = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
-local owner, value, wantstamp, placed, ahead = ARGV[8], ARGV[9], ARGV[10], ARGV[11], tonumber(ARGV[12])
-local nk = tonumber(ARGV[13])
-local keys = slice(14, nk)
+local owner, value, wantstamp, placed, lazy = ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12]
+local ahead, nk = tonumber(ARGV[13]), tonumber(ARGV[14])
+local keys = slice(15, nk)
 local pttl = pttlof(lease)
 if pttl == -2 then return {'nolease'} end
 local whole = mode == 'cond' or ahead == 0
@@ -318,13 +351,15 @@ for i, k in ipairs(keys) do
   if #s > 0 then
     empty = false
     if parse(s[1][2]).n ~= n then return {'mismatch', k} end
-    if mode == 'cond' and parse(s[#s][2]).t ~= ARGV[13 + nk + i] then return {'changed', unpack(states)} end
-  elseif mode == 'cond' and ARGV[13 + nk + i] ~= '0' then
+    if mode == 'cond' and parse(s[#s][2]).t ~= ARGV[14 + nk + i] then return {'changed', unpack(states)} end
+  elseif mode == 'cond' and ARGV[14 + nk + i] ~= '0' then
     return {'changed', unpack(states)}
   end
 end
-local token = newtoken()
 local adm = mode == 'cond' or empty
+lazy = lazy == '1' and not adm
+if lazy then redis.set_repl(redis.REPL_NONE) end
+local token = newtoken()
 local r = {t = token, l = lease, n = n, sh = shared, a = '0', p = '-1', at = '0', st = '0', o = owner, v = value}
 if adm or placed == '1' then r.a, r.p, r.at = '1', permit, fmt(math.floor(now_us() / 1000)) end
 local m = unparse(r)
@@ -332,6 +367,7 @@ for _, k in ipairs(keys) do
   redis.call('ZADD', tag .. 'q:' .. k, token, id)
   redis.call('HSET', tag .. 'c:' .. k, id, m)
   redis.call('SADD', tag .. 'lc:' .. lease, id .. '\n' .. k)
+  if lazy then redis.call('SADD', tag .. 'pend', 'j' .. id .. '\n' .. k) end
   keyev(k, 'j', fmt(pttl), m)
 end
 if adm then
@@ -376,7 +412,7 @@ return s
 //
 // ARGV: tag, n, then n pairs key, token. Reply: per pair the claim's
 // record, or "" if no claim with that token is queued at that key.
-var recordsScript = script(`
+var recordsScript = readScript(`
 local out = {}
 for i = 1, tonumber(ARGV[2]) do
   local k, t = ARGV[1 + 2 * i], ARGV[2 + 2 * i]
@@ -390,7 +426,10 @@ return out
 // time, compared on the claim's identity (id and token) at every key.
 // The time is the given one, or the server's clock when that is "": a
 // claim already recorded as admitted (placed) holds from the read that
-// found it free, and this run only records when, after the fact.
+// found it free, and this run only records when, after the fact. Such a
+// record is made without the append-only file and the replicas: a crash
+// that loses it leaves the time the claim joined, as a record that fails
+// does (see recordAcquired).
 //
 // ARGV: tag, id, token, permit, want stamp (0|1), acquired-at ms or "",
 // n keys, keys... Reply: {"gone"} or {"ok", acquired-at, stamp}.
@@ -399,7 +438,7 @@ local id, token, permit, wantstamp, at = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARG
 local keys = slice(8, tonumber(ARGV[7]))
 local rs = claimed(keys, id, token)
 if not rs then return {'gone'} end
-if at == '' then at = fmt(math.floor(now_us() / 1000)) end
+if at == '' then at = fmt(math.floor(now_us() / 1000)) else redis.set_repl(redis.REPL_NONE) end
 for i, k in ipairs(keys) do
   local r = rs[i]
   r.a, r.p, r.at = '1', permit, at

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -10,8 +11,25 @@ import (
 )
 
 // queue is the path of fair waiting requests: join the queues, then wait
-// until the rule admits the claim at every key.
+// until the rule admits the claim at every key. A claim that joined
+// without waiting for the disk and is found gone while its lease lives was
+// lost by a crash of the server before anything settled it (see
+// enqueueScript): it joins again, at the back. (Had its lease ended, the
+// join finds that and fails.)
 func (a *acquisition) queue(ctx context.Context) error {
+	for {
+		err := a.join(ctx)
+		if !errors.Is(err, errJoinLost) {
+			return err
+		}
+	}
+}
+
+// errJoinLost is a claim that joined lazily found gone while waiting.
+var errJoinLost = errors.New("the claim's join was lost")
+
+// join joins the queues once and waits.
+func (a *acquisition) join(ctx context.Context) error {
 	a.b.reg.disarm(a.w)
 	// An empty queue admits a claim of any kind, a counted one with the
 	// lowest permit.
@@ -52,6 +70,9 @@ func (a *acquisition) wait(ctx context.Context, qs [][]queued, readAt time.Time)
 			return a.lostError()
 		}
 		w, own, err := a.standing(qs)
+		if errors.Is(err, backend.ErrLeaseExpired) && a.joinsLazily() && !a.t.isLost() {
+			return errJoinLost
+		}
 		if err != nil {
 			return err
 		}
@@ -239,7 +260,9 @@ func (a *acquisition) sleep(ctx context.Context, s standing) error {
 // for one key only (the others may not be free); the claim's own presence,
 // which a read would confirm, rests on its lease: its claims leave only
 // with it or by its release, and a lease the server let expire is past the
-// client's own deadline too (guarantee 3), so a guard on it is refused. A
+// client's own deadline too (guarantee 3), so a guard on it is refused; a
+// join held back from the disk is written by the very release heard, and
+// a crash that lost it broke the subscriber's stream (see below). A
 // lease deleted is heard, before the release, only through its keyspace
 // notification: without notifications, or when the subscriber's stream
 // broke since the read (registry.lastHandoff then names no departure), the

@@ -1,0 +1,119 @@
+package redisbackend
+
+import (
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ash-lock/ashlock/backend"
+	redisb "github.com/ash-lock/ashlock/backend/redis"
+)
+
+// awaitQueued waits until key's queue under prefix has n claims, reading
+// it without a script (a script run would first write the joins the
+// server holds back).
+func awaitQueued(t *testing.T, rc *goredis.Client, prefix, key string, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		q := queueOf(t, rc, prefix, key)
+		if len(q) == n {
+			return q
+		}
+		require.True(t, time.Now().Before(deadline), "%q has %d claims queued, want %d", key, len(q), n)
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// heldBackJoin queues a waiter on a Backend of its own behind holder (on
+// b, at key) and returns it once its claim is in the queue, checking that
+// the server holds its join back from the disk (else the caller's test
+// checks nothing).
+func heldBackJoin(t *testing.T, rc *goredis.Client, prefix, key string) (*redisb.Backend, *pending, string) {
+	t.Helper()
+	ctx := ctxFor(t)
+	wb, err := redisb.New(ctx, client(t), redisb.WithPrefix(prefix))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = wb.Close() })
+	w := startAcquire(t, wb, named(key, grant(t, wb, time.Minute), "W"))
+	waiter := awaitQueued(t, rc, prefix, key, 2)[1]
+	pend, err := rc.SMembers(ctx, "{"+prefix+"}pend").Result()
+	require.NoError(t, err)
+	require.Contains(t, pend, "j"+waiter+"\n"+key, "the waiter's join was written before it was answered: this test checks nothing")
+	return wb, w, waiter
+}
+
+// A claim that queues behind a holder is answered before its join reaches
+// the append-only file; the release that hands it the key writes the join
+// first, so a crash right after that release leaves the new holder's
+// claim in place.
+func TestTheJoinIsWrittenBeforeTheReleaseThatHandsItTheKey(t *testing.T) {
+	ctx := ctxFor(t)
+	b, rc, prefix := newBackend(t)
+	held, err := b.Acquire(ctx, named("joined", grant(t, b, time.Minute), "H"))
+	require.NoError(t, err)
+	wb, w, waiter := heldBackJoin(t, rc, prefix, "joined")
+
+	require.NoError(t, b.Release(ctx, held))
+	require.NoError(t, srv.Restart(ctx))
+	assert.Equal(t, []string{waiter}, queueOf(t, rc, prefix, "joined"), "the restart lost the join of the claim the release handed the key to")
+	next := w.await(t)
+	assert.Equal(t, waiter, next.ID)
+	assert.Greater(t, next.Token, held.Token)
+	require.NoError(t, wb.Release(ctx, next))
+}
+
+// A crash before anything wrote a waiter's join loses its claim; the
+// waiter, finding it gone with its lease alive, joins again and takes the
+// key in its turn instead of failing.
+func TestAJoinACrashLostJoinsAgain(t *testing.T) {
+	ctx := ctxFor(t)
+	b, rc, prefix := newBackend(t)
+	held, err := b.Acquire(ctx, named("rejoin", grant(t, b, time.Minute), "H"))
+	require.NoError(t, err)
+	wb, w, waiter := heldBackJoin(t, rc, prefix, "rejoin")
+	joined, err := rc.ZScore(ctx, "{"+prefix+"}q:rejoin", waiter).Result()
+	require.NoError(t, err)
+
+	require.NoError(t, srv.Restart(ctx))
+	require.NoError(t, b.Release(ctx, held))
+	next := w.await(t)
+	assert.Greater(t, next.Token, uint64(joined), "the waiter holds with the token of the join the restart should have lost")
+	require.NoError(t, wb.Release(ctx, next))
+	assert.Empty(t, queueOf(t, rc, prefix, "rejoin"))
+}
+
+// A claim the rule admits behind others (a reader behind a reader, a
+// counted claim behind fewer claims than its permits) may hold from its
+// join's own read: that join is written before it is answered.
+func TestAJoinThatHoldsAtOnceIsWritten(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kind func(*backend.AcquireRequest)
+	}{
+		{"shared", func(r *backend.AcquireRequest) { r.Shared = true }},
+		{"counted", func(r *backend.AcquireRequest) { r.Permits = 2 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := ctxFor(t)
+			b, rc, prefix := newBackend(t)
+			var held []backend.Claim
+			for _, owner := range []string{"first", "second"} {
+				r := named("together", grant(t, b, time.Minute), owner)
+				tc.kind(&r)
+				c, err := b.Acquire(ctx, r)
+				require.NoError(t, err)
+				held = append(held, c)
+			}
+			require.NoError(t, srv.Restart(ctx))
+			assert.Equal(t, []string{held[0].ID, held[1].ID}, queueOf(t, rc, prefix, "together"),
+				"the restart lost a join that held its key at once")
+			for _, c := range held {
+				require.NoError(t, b.Release(ctx, c))
+			}
+		})
+	}
+}
