@@ -28,13 +28,25 @@ func awaitQueued(t *testing.T, rc *goredis.Client, prefix, key string, n int) []
 	}
 }
 
-// heldBackJoin queues a waiter on a Backend of its own behind holder (on
-// b, at key) and returns it once its claim is in the queue, checking that
-// the server holds its join back from the disk (else the caller's test
-// checks nothing).
-func heldBackJoin(t *testing.T, rc *goredis.Client, prefix, key string) (*redisb.Backend, *pending, string) {
+// heldBack is a holder of a key and a waiter queued behind it whose join
+// the server has not written to the disk yet.
+type heldBack struct {
+	held   backend.Claim   // the holder's claim, on b
+	wb     *redisb.Backend // the waiter's Backend
+	w      *pending        // the waiter's Acquire
+	waiter string          // its claim's ID
+	token  uint64          // and token
+}
+
+// heldBackJoin acquires key on b, queues a waiter on a Backend of its own
+// behind it and returns them once the waiter's claim is in the queue,
+// checking that the server holds its join back from the disk (else the
+// caller's test checks nothing).
+func heldBackJoin(t *testing.T, b backend.Backend, rc *goredis.Client, prefix, key string) heldBack {
 	t.Helper()
 	ctx := ctxFor(t)
+	held, err := b.Acquire(ctx, named(key, grant(t, b, time.Minute), "H"))
+	require.NoError(t, err)
 	wb, err := redisb.New(ctx, client(t), redisb.WithPrefix(prefix))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = wb.Close() })
@@ -43,7 +55,9 @@ func heldBackJoin(t *testing.T, rc *goredis.Client, prefix, key string) (*redisb
 	pend, err := rc.SMembers(ctx, "{"+prefix+"}pend").Result()
 	require.NoError(t, err)
 	require.Contains(t, pend, "j"+waiter+"\n"+key, "the waiter's join was written before it was answered: this test checks nothing")
-	return wb, w, waiter
+	token, err := rc.ZScore(ctx, "{"+prefix+"}q:"+key, waiter).Result()
+	require.NoError(t, err)
+	return heldBack{held: held, wb: wb, w: w, waiter: waiter, token: uint64(token)}
 }
 
 // A claim that queues behind a holder is answered before its join reaches
@@ -53,17 +67,15 @@ func heldBackJoin(t *testing.T, rc *goredis.Client, prefix, key string) (*redisb
 func TestTheJoinIsWrittenBeforeTheReleaseThatHandsItTheKey(t *testing.T) {
 	ctx := ctxFor(t)
 	b, rc, prefix := newBackend(t)
-	held, err := b.Acquire(ctx, named("joined", grant(t, b, time.Minute), "H"))
-	require.NoError(t, err)
-	wb, w, waiter := heldBackJoin(t, rc, prefix, "joined")
+	h := heldBackJoin(t, b, rc, prefix, "joined")
 
-	require.NoError(t, b.Release(ctx, held))
+	require.NoError(t, b.Release(ctx, h.held))
 	require.NoError(t, srv.Restart(ctx))
-	assert.Equal(t, []string{waiter}, queueOf(t, rc, prefix, "joined"), "the restart lost the join of the claim the release handed the key to")
-	next := w.await(t)
-	assert.Equal(t, waiter, next.ID)
-	assert.Greater(t, next.Token, held.Token)
-	require.NoError(t, wb.Release(ctx, next))
+	assert.Equal(t, []string{h.waiter}, queueOf(t, rc, prefix, "joined"), "the restart lost the join of the claim the release handed the key to")
+	next := h.w.await(t)
+	assert.Equal(t, h.waiter, next.ID)
+	assert.Equal(t, h.token, next.Token)
+	require.NoError(t, h.wb.Release(ctx, next))
 }
 
 // A crash before anything wrote a waiter's join loses its claim; the
@@ -72,17 +84,13 @@ func TestTheJoinIsWrittenBeforeTheReleaseThatHandsItTheKey(t *testing.T) {
 func TestAJoinACrashLostJoinsAgain(t *testing.T) {
 	ctx := ctxFor(t)
 	b, rc, prefix := newBackend(t)
-	held, err := b.Acquire(ctx, named("rejoin", grant(t, b, time.Minute), "H"))
-	require.NoError(t, err)
-	wb, w, waiter := heldBackJoin(t, rc, prefix, "rejoin")
-	joined, err := rc.ZScore(ctx, "{"+prefix+"}q:rejoin", waiter).Result()
-	require.NoError(t, err)
+	h := heldBackJoin(t, b, rc, prefix, "rejoin")
 
 	require.NoError(t, srv.Restart(ctx))
-	require.NoError(t, b.Release(ctx, held))
-	next := w.await(t)
-	assert.Greater(t, next.Token, uint64(joined), "the waiter holds with the token of the join the restart should have lost")
-	require.NoError(t, wb.Release(ctx, next))
+	require.NoError(t, b.Release(ctx, h.held))
+	next := h.w.await(t)
+	assert.Greater(t, next.Token, h.token, "the waiter holds with the token of the join the restart should have lost")
+	require.NoError(t, h.wb.Release(ctx, next))
 	assert.Empty(t, queueOf(t, rc, prefix, "rejoin"))
 }
 
