@@ -31,8 +31,9 @@ const maxIDLen = 128
 // a read that finds it free (the joining run's own, for a reader behind
 // readers), or the departure of the claim just ahead from the head of the
 // queue (which needs no read, see handedOff), is enough: it holds from
-// there, and the time it came to hold is written once Acquire has returned
-// (recordAcquired).
+// there. The time it came to hold is written by the release of an
+// exclusive claim just ahead (see drop in scripts.go), else once Acquire
+// has returned (recordAcquired).
 // Requests that do not queue (Wait or Fair false) add their claim only in
 // a script run that finds the queues as they last read them, with the
 // claim admitted.
@@ -141,7 +142,8 @@ func (a *acquisition) lockedError() error {
 
 // recordAcquired records in Redis, in the background, when the claim id
 // with token came to hold keys: at, the server's clock at the read that
-// found it free or at the release it heard. The claim was recorded as admitted when it joined, with
+// found it free or at the release of a reader it heard (an exclusive
+// claim's release records it itself). The claim was recorded as admitted when it joined, with
 // that time as its acquisition, so until this lands Inspect and Observe
 // show it holding since it joined. The script compares the claim's
 // identity, so it changes nothing once the claim has gone (a Release may

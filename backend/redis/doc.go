@@ -45,7 +45,8 @@
 // (a plain lock's waiter), which holds nothing until a claim ahead departs
 // and is written by that departure's run first (a crash before then loses
 // it, and its waiter joins again), and the after-the-fact record of when a
-// waiter came to hold (a crash loses the time, never the claim).
+// waiter that a read found free came to hold (a crash loses the time,
+// never the claim).
 //
 // # Waiting and loss
 //

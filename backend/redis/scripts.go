@@ -112,6 +112,22 @@ local function pttlof(lease)
   end
   return p
 end
+-- handed records in the claim now at the head of key's queue, if it was
+-- admitted when it joined (placed), that it came to hold now: the claim
+-- that just left the head was exclusive, so the one behind it waited for
+-- it, and a placed claim holds once nothing is ahead (see wait.go).
+local function handed(key)
+  local c = tag .. 'c:' .. key
+  local ids = redis.call('ZRANGE', tag .. 'q:' .. key, 0, 0)
+  local m = ids[1] and redis.call('HGET', c, ids[1])
+  local r = m and parse(m)
+  if r and r.a == '1' then
+    r.at = fmt(math.floor(now_us() / 1000))
+    m = unparse(r)
+    redis.call('HSET', c, ids[1], m)
+    keyev(key, 'r', fmt(pttlof(r.l)), m)
+  end
+end
 -- drop removes claim id at key, whatever its token, and reports its
 -- departure. m is its record if the caller has read it already.
 local function drop(key, id, m)
@@ -125,6 +141,7 @@ local function drop(key, id, m)
     redis.call('SREM', tag .. 'lc:' .. r.l, id .. '\n' .. key)
     claimev(head and 'h' or 'd', r.t, key)
     keyev(key, 'd', r.t)
+    if head and r.sh == '0' and r.n == '1' then handed(key) end
   end
   return r ~= nil
 end

@@ -15,29 +15,35 @@ func TestHandedOffOnlyByTheClaimJustAhead(t *testing.T) {
 	b := &Backend{notify: true}
 	a := &acquisition{b: b, req: backend.AcquireRequest{ID: "me"}, keys: []string{"k"}, token: 30}
 	me := queued{id: "me", token: 30}
-	q := [][]queued{{{id: "x", token: 10}, {id: "y", token: 20}, me}}
+	exclusive := backend.Kind{Permits: 1}
+	q := [][]queued{{{id: "x", token: 10, kind: exclusive}, {id: "y", token: 20, kind: exclusive}, me}}
 
-	got, ok := a.handedOff(q, handoff{ev("k", 20), at})
+	got, byExclusive, ok := a.handedOff(q, handoff{ev("k", 20), at})
 	assert.True(t, ok, "the claim just ahead left the head: nothing is ahead any more")
+	assert.True(t, byExclusive, "the claim that left was exclusive: its release recorded the time")
 	assert.Equal(t, [][]queued{{me}}, got)
+	readers := [][]queued{{{id: "y", token: 20, kind: backend.Kind{Permits: 1, Shared: true}}, me}}
+	_, byExclusive, ok = a.handedOff(readers, handoff{ev("k", 20), at})
+	assert.True(t, ok)
+	assert.False(t, byExclusive, "a reader's release records nothing in the claim behind it")
 
 	for name, h := range map[string]handoff{
 		"none heard":                      {},
 		"a claim further ahead left":      {ev("k", 10), at},
 		"the claim just ahead, elsewhere": {ev("other", 20), at},
 	} {
-		_, ok := a.handedOff(q, h)
+		_, _, ok := a.handedOff(q, h)
 		assert.False(t, ok, name)
 	}
 
-	_, ok = a.handedOff([][]queued{{me}}, handoff{ev("k", 20), at})
+	_, _, ok = a.handedOff([][]queued{{me}}, handoff{ev("k", 20), at})
 	assert.False(t, ok, "not in the queue as read behind that claim")
 	multi := &acquisition{b: b, req: a.req, keys: []string{"k", "l"}, token: 30}
-	_, ok = multi.handedOff([][]queued{q[0], {{id: "z", token: 20}, me}}, handoff{ev("k", 20), at})
+	_, _, ok = multi.handedOff([][]queued{q[0], {{id: "z", token: 20}, me}}, handoff{ev("k", 20), at})
 	assert.False(t, ok, "a multi-key claim may still wait at its other keys")
 
 	unheard := &acquisition{b: &Backend{}, req: a.req, keys: a.keys, token: 30}
-	_, ok = unheard.handedOff(q, handoff{ev("k", 20), at})
+	_, _, ok = unheard.handedOff(q, handoff{ev("k", 20), at})
 	assert.False(t, ok, "without notifications the deletion of its own lease is not heard before the release")
 }
 

@@ -181,12 +181,12 @@ var _ backend.Backend = (*redisb.Backend)(nil)
 
 // The handoff of a plain exclusive claim is the release alone: the waiter
 // just behind holds once it hears that the holder left the head of the
-// queue, without a read or a write of its own. Its acquisition time
-// reaches Redis afterwards; until then Inspect shows it holding since it
-// joined the queue.
+// queue, without a read or a write of its own, and the release records in
+// its claim when it came to hold, so Inspect shows that time at once and
+// nothing names the claim until its own release.
 func TestPlacedHandoffWaitsForNoWrite(t *testing.T) {
 	ctx := ctxFor(t)
-	hb, _, prefix := newBackend(t)
+	hb, rc, prefix := newBackend(t)
 	holder, err := hb.Acquire(ctx, request("placed", grant(t, hb, time.Minute), "H"))
 	require.NoError(t, err)
 
@@ -202,10 +202,15 @@ func TestPlacedHandoffWaitsForNoWrite(t *testing.T) {
 	info, err := hb.Inspect(ctx, "placed")
 	require.NoError(t, err)
 	joined := info.Waiters[0].Token
+	// The waiter's record says it holds since it joined: let the server's
+	// clock pass that millisecond, so that the handoff's time differs.
+	joinedBy := serverMillis(t, rc)
+	deadline := time.Now().Add(10 * time.Second)
+	for serverMillis(t, rc) <= joinedBy {
+		require.True(t, time.Now().Before(deadline), "the server's clock stands still")
+	}
 
 	require.NoError(t, hb.Release(ctx, holder))
-	// Every later command naming the claim (the record of its
-	// acquisition time, its release) waits at the gate.
 	c := p.await(t)
 	assert.Equal(t, joined, c.Token)
 	// A read of its queue would name its own token, the highest to list.
@@ -216,18 +221,20 @@ func TestPlacedHandoffWaitsForNoWrite(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, info.Held)
 	assert.Equal(t, c.Token, info.Token)
-	assert.False(t, info.AcquiredAt.After(c.AcquiredAt), "shown %v, acquired %v", info.AcquiredAt, c.AcquiredAt)
-	assert.Positive(t, gate.held.Load(), "no command naming the claim reached the gate")
+	assert.Greater(t, c.AcquiredAt.UnixMilli(), joinedBy)
+	assert.Equal(t, c.AcquiredAt, info.AcquiredAt, "Inspect does not show when the claim came to hold")
+	assert.Zero(t, gate.held.Load(), "a command named the claim after its handoff")
 
 	close(gate.open)
-	deadline := time.Now().Add(10 * time.Second)
-	for !info.AcquiredAt.Equal(c.AcquiredAt) {
-		require.True(t, time.Now().Before(deadline), "Inspect shows %v, the claim was acquired at %v", info.AcquiredAt, c.AcquiredAt)
-		time.Sleep(5 * time.Millisecond)
-		info, err = hb.Inspect(ctx, "placed")
-		require.NoError(t, err)
-	}
 	require.NoError(t, wb.Release(ctx, c))
+}
+
+// serverMillis reads the server's clock in milliseconds.
+func serverMillis(t *testing.T, rc *goredis.Client) int64 {
+	t.Helper()
+	now, err := rc.Time(ctxFor(t)).Result()
+	require.NoError(t, err)
+	return now.UnixMilli()
 }
 
 // afterArg closes done once a command with arg among its arguments has

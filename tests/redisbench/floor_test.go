@@ -15,16 +15,11 @@ import (
 
 // handoffScripts are the commands of one ashlock handoff, recorded from a
 // live one: the holder's release (which the next claim hears, and holds
-// on), the record of the next claim's acquisition time that it sends once
-// it holds, and the holder's enqueue at the back.
+// on; it records the next claim's acquisition time too) and the holder's
+// enqueue at the back.
 type handoffScripts struct {
-	enqueue, release, record []any
+	enqueue, release []any
 }
-
-// recordArgs is the argument count of the record of an acquisition time:
-// EVALSHA, the script's hash, 1, the token counter, then ARGV (tag, id,
-// token, permit, want stamp, at, 1 key, the key).
-const recordArgs = 4 + 8
 
 // recordHandoff records a handoff between two ashlock clients on Backends
 // of their own: a holder, and a waiter that takes the key when the holder
@@ -67,26 +62,13 @@ func recordHandoff(b *testing.B) handoffScripts {
 	handoff()
 	h, w := scriptRuns(hrec.recording(false)), scriptRuns(wrec.recording(false))
 	// The holder: an uncontended enqueue and the release. The waiter: its
-	// enqueue (and a read if the release came before its subscription was
-	// confirmed), then, in either order, the record of its acquisition
-	// time and its release (the record of the unrecorded handoff may come
-	// late too).
-	if len(h) != 2 || len(w) < 3 {
+	// enqueue, its check of the holder once its subscription is confirmed
+	// (or a read if the release came first), and its release.
+	if len(h) != 2 || len(w) < 2 {
 		b.Fatalf("floor: a handoff sent %d and %d commands: %v %v", len(h), len(w), h, w)
 	}
 	s := handoffScripts{enqueue: h[0], release: h[1]}
-	var id any
-	for _, c := range w {
-		if slices.Contains(c, any("fair")) {
-			id = c[5]
-		}
-	}
-	for _, c := range w {
-		if len(c) == recordArgs && c[5] == id {
-			s.record = c
-		}
-	}
-	for _, c := range [][]any{s.enqueue, s.release, s.record} {
+	for _, c := range [][]any{s.enqueue, s.release} {
 		if c == nil || !isEvalSha(c, 7) {
 			b.Fatalf("floor: not a script run by EVALSHA: %v (the waiter sent %v)", c, w)
 		}
@@ -106,11 +88,11 @@ type floorClaim struct{ id, token string }
 
 // floor runs the very commands ashlock sends for a handoff, back to back
 // on one client with no waiting, on a queue of its own of n claims under
-// the recorded holder's lease: each handoff releases the head, records
-// the next claim's acquisition time, and then enqueues the released claim
-// at the back again. The release is the chain from one holder to the next
-// (the next claim holds on hearing it), timed; the record and the enqueue,
-// which in ashlock run beside the chain, are not.
+// the recorded holder's lease: each handoff releases the head (which
+// records the next claim's acquisition time) and then enqueues the
+// released claim at the back again. The release is the chain from one
+// holder to the next (the next claim holds on hearing it), timed; the
+// enqueue, which in ashlock runs beside the chain, is not.
 type floor struct {
 	s   handoffScripts
 	rc  *goredis.Client
@@ -176,16 +158,12 @@ func (f *floor) enqueueOn(ctx context.Context, rc *goredis.Client, id string) (s
 // releases, fsynced).
 func (f *floor) measure(ctx context.Context, count int) (chain time.Duration, err error) {
 	for range count {
-		head, next := f.q[0], f.q[1]
+		head := f.q[0]
 		start := time.Now()
 		if _, err := f.run(ctx, f.s.release, map[int]any{5: head.id, 6: head.token}); err != nil {
 			return 0, err
 		}
 		chain += time.Since(start)
-		v, err := f.run(ctx, f.s.record, map[int]any{5: next.id, 6: next.token})
-		if err != nil || len(v) == 0 || v[0] != "ok" {
-			return 0, fmt.Errorf("floor: the record of the acquisition time answered %v, %v", v, err)
-		}
 		tok, err := f.enqueue(ctx, head.id)
 		if err != nil {
 			return 0, err
@@ -200,9 +178,9 @@ func (f *floor) measure(ctx context.Context, count int) (chain time.Duration, er
 // is answered, the next claim's release goes out (its holder heard the
 // first and lets go at once) and, at the same instant on a connection of
 // its own, the released claim's enqueue at the back (its holder asking
-// again), which the chain does not wait for. No record of the acquisition
-// time: the release and the return to the queue are what any lock that
-// queues its waiters durably must write per handoff while N contenders
+// again), which the chain does not wait for. The release and the return
+// to the queue are what any lock that queues its waiters durably must
+// write per handoff while N contenders
 // keep coming back. Two writes that reach the server in the same turn of
 // its event loop share an fsync; one that comes while an fsync runs waits
 // for it. It returns the time of the count handoffs; the queue is as it
