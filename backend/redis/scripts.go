@@ -280,7 +280,8 @@ local function settle()
       redis.call('SREM', tag .. 'lc:' .. l, x)
     end
   end
-  if joined then redis.call('SET', KEYS[1], redis.call('GET', KEYS[1])) end
+  local last = joined and redis.call('GET', KEYS[1])
+  if last then redis.call('SET', KEYS[1], last) end
 end
 local function slice(from, n)
   local out = {}

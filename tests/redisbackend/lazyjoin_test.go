@@ -125,3 +125,19 @@ func TestAJoinThatHoldsAtOnceIsWritten(t *testing.T) {
 		})
 	}
 }
+
+// An operator who deletes the token counter while a join is held back
+// breaks no script run: the settling of the join writes the counter only
+// if there is one (and the next token, never below the server's clock,
+// sets it again).
+func TestAJoinHeldBackSurvivesTheCounterDeleted(t *testing.T) {
+	ctx := ctxFor(t)
+	b, rc, prefix := newBackend(t)
+	h := heldBackJoin(t, b, rc, prefix, "nocounter")
+	require.NoError(t, rc.Del(ctx, "{"+prefix+"}token").Err())
+
+	require.NoError(t, b.Release(ctx, h.held), "the release's settling of the join failed")
+	next := h.w.await(t)
+	assert.Equal(t, h.waiter, next.ID)
+	require.NoError(t, h.wb.Release(ctx, next))
+}
