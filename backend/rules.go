@@ -14,6 +14,9 @@ func KindOf(req *AcquireRequest) Kind {
 	return Kind{Shared: req.Shared, Permits: max(req.Permits, 1)}
 }
 
+// Kind returns the kind of c, with Permits 0 read as 1.
+func (c *Claim) Kind() Kind { return Kind{Shared: c.Shared, Permits: max(c.Permits, 1)} }
+
 // Counted reports whether k admits more than one holder that is not shared.
 func (k Kind) Counted() bool { return k.Permits > 1 }
 

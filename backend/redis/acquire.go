@@ -31,8 +31,8 @@ const maxIDLen = 128
 // a read that finds it free (the joining run's own, for a reader behind
 // readers), or the departure of the claim just ahead from the head of the
 // queue (which needs no read, see handedOff), is enough: it holds from
-// there. The time it came to hold is written by the release of an
-// exclusive claim just ahead (see drop in scripts.go), else once Acquire
+// there. The time it came to hold is written by the release of a claim
+// just ahead that held alone (see drop in scripts.go), else once Acquire
 // has returned (recordAcquired).
 // Requests that do not queue (Wait or Fair false) add their claim only in
 // a script run that finds the queues as they last read them, with the
@@ -142,8 +142,8 @@ func (a *acquisition) lockedError() error {
 
 // recordAcquired records in Redis, in the background, when the claim id
 // with token came to hold keys: at, the server's clock at the read that
-// found it free or at the release of a reader it heard (an exclusive
-// claim's release records it itself). The claim was recorded as admitted when it joined, with
+// found it free or at a departure it heard that did not record it (the
+// release of a claim that held alone records it itself). The claim was recorded as admitted when it joined, with
 // that time as its acquisition, so until this lands Inspect and Observe
 // show it holding since it joined. The script compares the claim's
 // identity, so it changes nothing once the claim has gone (a Release may
@@ -171,7 +171,7 @@ func (b *Backend) discard(id string, keys []string) {
 	try := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
-		return b.release(ctx, id, "", false, keys)
+		return b.release(ctx, id, "", false, false, keys)
 	}
 	err := try()
 	if err == nil {

@@ -41,12 +41,10 @@
 // writes it first, so a crash undoes only the releases answered since the
 // last such write. A release with a claim queued behind it hands the key
 // over and is written before it is answered. So is every other change but
-// two: the join of a claim that the rule admits only with nothing ahead
+// one: the join of a claim that the rule admits only with nothing ahead
 // (a plain lock's waiter), which holds nothing until a claim ahead departs
 // and is written by that departure's run first (a crash before then loses
-// it, and its waiter joins again), and the after-the-fact record of when a
-// waiter that a read found free came to hold (a crash loses the time,
-// never the claim).
+// it, and its waiter joins again).
 //
 // # Waiting and loss
 //

@@ -218,8 +218,8 @@ func (b *Backend) dispatch(m *goredis.Message) {
 			b.reg.keyMessage(key, km)
 			return
 		}
-		if e, what, head, ok := parseClaimMessage(m.Payload); ok {
-			b.reg.event(e, what, head)
+		if e, what, head, recorded, ok := parseClaimMessage(m.Payload); ok {
+			b.reg.event(e, what, head, recorded)
 		}
 		return
 	}
@@ -233,25 +233,27 @@ func (b *Backend) dispatch(m *goredis.Message) {
 
 // parseClaimMessage reads a message of a claim's channel (see scripts.go):
 // the claim, what happened to it (admitted or departed), and for a
-// departure from the head of its queue the server's clock then (zero
+// departure from the head of its queue the server's clock then and
+// whether the run recorded that time in the claim behind (zero and false
 // otherwise).
-func parseClaimMessage(p string) (e claimEvent, what byte, head time.Time, ok bool) {
+func parseClaimMessage(p string) (e claimEvent, what byte, head time.Time, recorded, ok bool) {
 	w, rest, _ := strings.Cut(p, " ")
 	tok, rest, ok := strings.Cut(rest, " ")
 	if !ok || len(w) != 1 {
-		return e, 0, head, false
+		return e, 0, head, false, false
 	}
 	token, err := strconv.ParseUint(tok, 10, 64)
 	if err != nil {
-		return e, 0, head, false
+		return e, 0, head, false, false
 	}
 	what = w[0]
-	if what == 'h' {
+	if what == 'h' || what == 'H' {
 		ms, key, found := strings.Cut(rest, " ")
 		if head, err = parseMillis(ms); !found || err != nil {
-			return e, 0, time.Time{}, false
+			return e, 0, time.Time{}, false, false
 		}
+		recorded = what == 'H'
 		what, rest = departed, key
 	}
-	return claimEvent{key: rest, token: token}, what, head, true
+	return claimEvent{key: rest, token: token}, what, head, recorded, true
 }

@@ -172,7 +172,7 @@ func (b *Backend) removeLeftBehindOf(ctx context.Context, lease backend.LeaseID,
 		}
 	}
 	for id, keys := range left {
-		if err := b.release(ctx, id, "", false, keys); err != nil {
+		if err := b.release(ctx, id, "", false, false, keys); err != nil {
 			b.log.Debug("redis: removing a claim left behind failed", "lease", int64(lease), "error", err)
 			return
 		}

@@ -28,7 +28,7 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 	// it (see releaseScript). A claim the caller named is left to its
 	// lease, so its release is written before it is answered.
 	lazy := b.names.Made(c.ID)
-	if err := b.release(ctx, c.ID, strconv.FormatUint(c.Token, 10), lazy, c.AllKeys()); err != nil {
+	if err := b.release(ctx, c.ID, strconv.FormatUint(c.Token, 10), lazy, backend.HoldsAlone(c.Kind()), c.AllKeys()); err != nil {
 		return err
 	}
 	b.reg.untrackRef(ref)
@@ -36,11 +36,12 @@ func (b *Backend) Release(ctx context.Context, c backend.Claim) error {
 }
 
 // release runs releaseScript: token "" removes the claim named id whatever
-// its token, and lazy lets a release that empties the claim's queues skip
-// the append-only file until the next write.
-func (b *Backend) release(ctx context.Context, id, token string, lazy bool, keys []string) error {
-	args := make([]any, 0, 5+len(keys))
-	args = append(args, b.lay.tag, id, token, flag(lazy), len(keys))
+// its token, lazy lets a release that empties the claim's queues skip
+// the append-only file until the next write, and alone says the claim
+// held its keys alone.
+func (b *Backend) release(ctx context.Context, id, token string, lazy, alone bool, keys []string) error {
+	args := make([]any, 0, 6+len(keys))
+	args = append(args, b.lay.tag, id, token, flag(lazy), flag(alone), len(keys))
 	for _, k := range keys {
 		args = append(args, k)
 	}

@@ -28,7 +28,8 @@ import goredis "github.com/redis/go-redis/v9"
 // admission is not sent. A departure from the head of the queue (no claim
 // ahead of it at that moment) is "h <token> <server ms> <key>": claims
 // only join at the back, so the claim just behind it has nothing ahead
-// from then on (see wait.go's handedOff). Every change at a key goes to
+// from then on (see wait.go's handedOff); "H" instead when the run also
+// recorded that time in the claim behind (see handed). Every change at a key goes to
 // the key's channel {p}k:<key>, which its observers hear: one message per
 // key and script run, published as the run ends, one entry per change in
 // the order made,
@@ -80,7 +81,7 @@ end
 -- departure from the head of its queue carries the server's clock in ms.
 local function claimev(what, token, key)
   local at = ''
-  if what == 'h' then at = fmt(math.floor(now_us() / 1000)) .. ' ' end
+  if what == 'h' or what == 'H' then at = fmt(math.floor(now_us() / 1000)) .. ' ' end
   redis.call('PUBLISH', tag .. 'e:' .. token, what .. ' ' .. token .. ' ' .. at .. key)
 end
 -- keyev records a change at key for its observers; flush publishes them.
@@ -113,24 +114,28 @@ local function pttlof(lease)
   return p
 end
 -- handed records in the claim now at the head of key's queue, if it was
--- admitted when it joined (placed), that it came to hold now: the claim
--- that just left the head was exclusive, so the one behind it waited for
--- it, and a placed claim holds once nothing is ahead (see wait.go).
+-- admitted when it joined (placed), that it came to hold now, and reports
+-- whether it did: called only when the claim that left the head held it
+-- alone (the caller says so, see releaseScript), so the one behind it
+-- waited for it, and a placed claim holds once nothing is ahead (see
+-- wait.go).
 local function handed(key)
   local c = tag .. 'c:' .. key
   local ids = redis.call('ZRANGE', tag .. 'q:' .. key, 0, 0)
   local m = ids[1] and redis.call('HGET', c, ids[1])
   local r = m and parse(m)
-  if r and r.a == '1' then
-    r.at = fmt(math.floor(now_us() / 1000))
-    m = unparse(r)
-    redis.call('HSET', c, ids[1], m)
-    keyev(key, 'r', fmt(pttlof(r.l)), m)
-  end
+  if not r or r.a ~= '1' then return false end
+  r.at = fmt(math.floor(now_us() / 1000))
+  m = unparse(r)
+  redis.call('HSET', c, ids[1], m)
+  keyev(key, 'r', fmt(pttlof(r.l)), m)
+  return true
 end
 -- drop removes claim id at key, whatever its token, and reports its
--- departure. m is its record if the caller has read it already.
-local function drop(key, id, m)
+-- departure. m is its record if the caller has read it already; alone
+-- says that the claim held its key alone, so that the claim behind it,
+-- if placed, comes to hold now (see handed; its departure is then "H").
+local function drop(key, id, m, alone)
   local c, q = tag .. 'c:' .. key, tag .. 'q:' .. key
   m = m or redis.call('HGET', c, id)
   local head = redis.call('ZRANK', q, id) == 0
@@ -139,9 +144,10 @@ local function drop(key, id, m)
   local r = m and parse(m)
   if r then
     redis.call('SREM', tag .. 'lc:' .. r.l, id .. '\n' .. key)
-    claimev(head and 'h' or 'd', r.t, key)
+    local what = 'd'
+    if head then what = alone and handed(key) and 'H' or 'h' end
+    claimev(what, r.t, key)
     keyev(key, 'd', r.t)
-    if head and r.sh == '0' and r.n == '1' then handed(key) end
   end
   return r ~= nil
 end
@@ -257,6 +263,7 @@ local function settle()
   local joined = false
   for _, e in ipairs(es) do
     local jid, jkey = string.match(e, '^j([^\n]*)\n(.*)$')
+    local l, id, key = string.match(e, '^(%d+)\n([^\n]*)\n(.*)$')
     local m = jid and redis.call('HGET', tag .. 'c:' .. jkey, jid)
     local r = m and parse(m)
     if r then
@@ -268,9 +275,7 @@ local function settle()
       redis.call('SREM', tag .. 'lc:' .. r.l, x)
       redis.call('SADD', tag .. 'lc:' .. r.l, x)
       joined = true
-    end
-    local l, id, key = string.match(e, '^(%d+)\n([^\n]*)\n(.*)$')
-    if l then
+    elseif l then
       local q, c, x = tag .. 'q:' .. key, tag .. 'c:' .. key, id .. '\n' .. key
       redis.call('ZADD', q, 0, id)
       redis.call('ZREM', q, id)
@@ -444,10 +449,7 @@ return out
 // time, compared on the claim's identity (id and token) at every key.
 // The time is the given one, or the server's clock when that is "": a
 // claim already recorded as admitted (placed) holds from the read that
-// found it free, and this run only records when, after the fact. Such a
-// record is made without the append-only file and the replicas: a crash
-// that loses it leaves the time the claim joined, as a record that fails
-// does (see recordAcquired).
+// found it free, and this run only records when, after the fact.
 //
 // ARGV: tag, id, token, permit, want stamp (0|1), acquired-at ms or "",
 // n keys, keys... Reply: {"gone"} or {"ok", acquired-at, stamp}.
@@ -456,7 +458,7 @@ local id, token, permit, wantstamp, at = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARG
 local keys = slice(8, tonumber(ARGV[7]))
 local rs = claimed(keys, id, token)
 if not rs then return {'gone'} end
-if at == '' then at = fmt(math.floor(now_us() / 1000)) else redis.set_repl(redis.REPL_NONE) end
+if at == '' then at = fmt(math.floor(now_us() / 1000)) end
 for i, k in ipairs(keys) do
   local r = rs[i]
   r.a, r.p, r.at = '1', permit, at
@@ -503,12 +505,16 @@ return 1
 // {p}pend, which the next run that writes settles (see settle). A crash
 // before then brings the claim back as it was before the release.
 //
-// ARGV: tag, id, token, lazy (0|1), n keys, keys... Reply: how many keys
-// it left.
+// With alone set (the caller's rule says the claim held its keys alone,
+// backend.HoldsAlone), the placed claim behind it learns from the release
+// that it holds, which records when (see handed).
+//
+// ARGV: tag, id, token, lazy (0|1), alone (0|1), n keys, keys... Reply:
+// how many keys it left.
 var releaseScript = script(`
 local id, token = ARGV[2], ARGV[3]
-local keys = slice(6, tonumber(ARGV[5]))
-local lazy = ARGV[4] == '1'
+local keys = slice(7, tonumber(ARGV[6]))
+local lazy, alone = ARGV[4] == '1', ARGV[5] == '1'
 for _, k in ipairs(keys) do
   if lazy and redis.call('ZCARD', tag .. 'q:' .. k) > 1 then lazy = false end
 end
@@ -517,7 +523,7 @@ local n = 0
 for _, k in ipairs(keys) do
   local m = redis.call('HGET', tag .. 'c:' .. k, id)
   local r = m and parse(m)
-  if r and (token == '' or r.t == token) and drop(k, id, m) then
+  if r and (token == '' or r.t == token) and drop(k, id, m, alone) then
     n = n + 1
     if lazy then redis.call('SADD', tag .. 'pend', r.l .. '\n' .. id .. '\n' .. k) end
   end

@@ -62,7 +62,7 @@ func (a *acquisition) join(ctx context.Context) error {
 // its admission. qs are its keys' queues as last read, and readAt the
 // server's clock at that read (zero if not known).
 func (a *acquisition) wait(ctx context.Context, qs [][]queued, readAt time.Time) error {
-	recorded := false // qs come from a handoff whose release recorded the time
+	recorded := false // qs come from a handoff whose run recorded the time
 	for {
 		if err := a.b.closedErr("acquire"); err != nil {
 			return err
@@ -81,10 +81,10 @@ func (a *acquisition) wait(ctx context.Context, qs [][]queued, readAt time.Time)
 			// Already recorded as admitted, and nothing but its place in
 			// the queue stood between it and holding: the read that found
 			// it free, or the release it heard (handedOff), is its
-			// handoff. The release of an exclusive claim records the time
-			// in the claim behind it (see drop in scripts.go); after a
-			// read it goes to Redis after the fact (see Acquire), so that
-			// a handoff stays one write.
+			// handoff. The release of a claim that held alone records the
+			// time in the claim behind it (h.recorded, see drop in
+			// scripts.go); otherwise it goes to Redis after the fact (see
+			// Acquire), so that a handoff stays one write.
 			a.at, a.permit, a.recordAt = readAt, 0, !recorded
 			return nil
 		}
@@ -121,8 +121,8 @@ func (a *acquisition) wait(ctx context.Context, qs [][]queued, readAt time.Time)
 			}
 		}
 		h := a.b.reg.lastHandoff(a.w, a.readGaps)
-		if q, byExclusive, ok := a.handedOff(qs, h); ok {
-			qs, readAt, recorded = q, h.at, byExclusive
+		if q, ok := a.handedOff(qs, h); ok {
+			qs, readAt, recorded = q, h.at, h.recorded
 			continue
 		}
 		recorded = false
@@ -270,20 +270,17 @@ func (a *acquisition) sleep(ctx context.Context, s standing) error {
 // notification: without notifications, or when the subscriber's stream
 // broke since the read (registry.lastHandoff then names no departure), the
 // claim reads its queue instead, which finds it gone with its lease.
-// byExclusive reports that the claim that left was exclusive: the run
-// that removed it recorded in this claim when it came to hold (see drop in
-// scripts.go).
-func (a *acquisition) handedOff(qs [][]queued, h handoff) (q [][]queued, byExclusive, ok bool) {
+func (a *acquisition) handedOff(qs [][]queued, h handoff) ([][]queued, bool) {
 	if !a.b.notify || h.at.IsZero() || len(qs) != 1 || h.key != a.keys[0] {
-		return nil, false, false
+		return nil, false
 	}
-	for i := 1; i < len(qs[0]); i++ {
-		if c := qs[0][i]; c.id == a.req.ID && c.token == a.token {
-			ahead := qs[0][i-1]
-			return [][]queued{{c}}, ahead.kind.Exclusive(), ahead.token == h.token
+	q := qs[0]
+	for i := 1; i < len(q); i++ {
+		if q[i].id == a.req.ID && q[i].token == a.token {
+			return [][]queued{{q[i]}}, q[i-1].token == h.token
 		}
 	}
-	return nil, false, false
+	return nil, false
 }
 
 // read reads the claim's keys' queues up to the claim itself (the claims

@@ -15,35 +15,29 @@ func TestHandedOffOnlyByTheClaimJustAhead(t *testing.T) {
 	b := &Backend{notify: true}
 	a := &acquisition{b: b, req: backend.AcquireRequest{ID: "me"}, keys: []string{"k"}, token: 30}
 	me := queued{id: "me", token: 30}
-	exclusive := backend.Kind{Permits: 1}
-	q := [][]queued{{{id: "x", token: 10, kind: exclusive}, {id: "y", token: 20, kind: exclusive}, me}}
+	q := [][]queued{{{id: "x", token: 10}, {id: "y", token: 20}, me}}
 
-	got, byExclusive, ok := a.handedOff(q, handoff{ev("k", 20), at})
+	got, ok := a.handedOff(q, handoff{claimEvent: ev("k", 20), at: at})
 	assert.True(t, ok, "the claim just ahead left the head: nothing is ahead any more")
-	assert.True(t, byExclusive, "the claim that left was exclusive: its release recorded the time")
 	assert.Equal(t, [][]queued{{me}}, got)
-	readers := [][]queued{{{id: "y", token: 20, kind: backend.Kind{Permits: 1, Shared: true}}, me}}
-	_, byExclusive, ok = a.handedOff(readers, handoff{ev("k", 20), at})
-	assert.True(t, ok)
-	assert.False(t, byExclusive, "a reader's release records nothing in the claim behind it")
 
 	for name, h := range map[string]handoff{
 		"none heard":                      {},
-		"a claim further ahead left":      {ev("k", 10), at},
-		"the claim just ahead, elsewhere": {ev("other", 20), at},
+		"a claim further ahead left":      {ev("k", 10), at, false},
+		"the claim just ahead, elsewhere": {ev("other", 20), at, false},
 	} {
-		_, _, ok := a.handedOff(q, h)
+		_, ok := a.handedOff(q, h)
 		assert.False(t, ok, name)
 	}
 
-	_, _, ok = a.handedOff([][]queued{{me}}, handoff{ev("k", 20), at})
+	_, ok = a.handedOff([][]queued{{me}}, handoff{claimEvent: ev("k", 20), at: at})
 	assert.False(t, ok, "not in the queue as read behind that claim")
 	multi := &acquisition{b: b, req: a.req, keys: []string{"k", "l"}, token: 30}
-	_, _, ok = multi.handedOff([][]queued{q[0], {{id: "z", token: 20}, me}}, handoff{ev("k", 20), at})
+	_, ok = multi.handedOff([][]queued{q[0], {{id: "z", token: 20}, me}}, handoff{claimEvent: ev("k", 20), at: at})
 	assert.False(t, ok, "a multi-key claim may still wait at its other keys")
 
 	unheard := &acquisition{b: &Backend{}, req: a.req, keys: a.keys, token: 30}
-	_, _, ok = unheard.handedOff(q, handoff{ev("k", 20), at})
+	_, ok = unheard.handedOff(q, handoff{claimEvent: ev("k", 20), at: at})
 	assert.False(t, ok, "without notifications the deletion of its own lease is not heard before the release")
 }
 

@@ -101,7 +101,8 @@ type watcher struct {
 // claim ahead (see wait.go's handedOff).
 type handoff struct {
 	claimEvent
-	at time.Time // zero: none heard
+	at       time.Time // zero: none heard
+	recorded bool      // the run recorded at in the claim behind (see handed in scripts.go)
 }
 
 // heard is an event a disarmed watcher heard.
@@ -315,10 +316,11 @@ const (
 
 // event dispatches what happened to a claim, admitted or departed, heard
 // on the claim's channel; head is the server's clock at a departure from
-// the head of the queue, zero otherwise. A waiter wakes for the departure
+// the head of the queue, zero otherwise, and recorded whether that run
+// recorded it in the claim behind. A waiter wakes for the departure
 // of a claim it waits for, and for its admission only if it said so.
 // Observes take the key's channel instead (see observers.go).
-func (r *registry) event(e claimEvent, what byte, head time.Time) {
+func (r *registry) event(e claimEvent, what byte, head time.Time, recorded bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for w := range r.byKey[e.key] {
@@ -326,7 +328,7 @@ func (r *registry) event(e claimEvent, what byte, head time.Time) {
 			continue
 		}
 		if what == departed && !head.IsZero() {
-			w.handoff = handoff{e, head}
+			w.handoff = handoff{e, head, recorded}
 		}
 		admissionToo, waited := w.want[e]
 		switch {

@@ -34,17 +34,17 @@ func TestEventsWakeOnlyTheWaitersTheyConcern(t *testing.T) {
 	assert.True(t, r.arm(obs, nil, nil))
 	assert.True(t, r.arm(other, nil, nil))
 
-	r.event(ev("k", 1), admitted, time.Time{})
+	r.event(ev("k", 1), admitted, time.Time{}, false)
 	assert.False(t, woken(next), "an exclusive waiter woken by the admission of the claim ahead")
 	assert.True(t, woken(counted), "a counted waiter not woken by the admission it waits for")
 	assert.False(t, woken(obs), "an observer woken by a claim's channel")
 
-	r.event(ev("k", 1), departed, time.Time{})
+	r.event(ev("k", 1), departed, time.Time{}, false)
 	assert.True(t, woken(next))
 	assert.False(t, woken(later), "a waiter further back woken by a departure it does not wait for")
 	assert.False(t, woken(other), "an observer of another key woken")
 
-	r.event(ev("k", 2), departed, time.Time{})
+	r.event(ev("k", 2), departed, time.Time{}, false)
 	assert.False(t, woken(obs), "an observer woken by a claim's channel")
 	assert.True(t, woken(later))
 }
@@ -52,17 +52,17 @@ func TestEventsWakeOnlyTheWaitersTheyConcern(t *testing.T) {
 func TestEventsHeardDuringAReadAreNotMissed(t *testing.T) {
 	r := newRegistry(layout{tag: "{t}"}, nil)
 	w := r.watch([]string{"k"}, false)
-	r.event(ev("k", 7), departed, time.Time{}) // while the waiter reads
-	r.event(ev("k", 8), admitted, time.Time{})
+	r.event(ev("k", 7), departed, time.Time{}, false) // while the waiter reads
+	r.event(ev("k", 8), admitted, time.Time{}, false)
 	assert.False(t, r.arm(w, []wanted{{ev("k", 7), false, false}}, nil), "the read may have missed a departure it waits for")
 	// arm cleared what it had heard: the next read starts afresh.
 	assert.True(t, r.arm(w, []wanted{{ev("k", 7), false, false}}, nil))
 
 	r.disarm(w)
-	r.event(ev("k", 8), admitted, time.Time{})
+	r.event(ev("k", 8), admitted, time.Time{}, false)
 	assert.True(t, r.arm(w, []wanted{{ev("k", 8), false, false}}, nil), "an admission it does not wait for")
 	r.disarm(w)
-	r.event(ev("k", 8), admitted, time.Time{})
+	r.event(ev("k", 8), admitted, time.Time{}, false)
 	assert.False(t, r.arm(w, []wanted{{ev("k", 8), true, false}}, nil), "an admission it waits for")
 
 	r.disarm(w)
@@ -76,7 +76,7 @@ func TestEventsHeardDuringAReadAreNotMissed(t *testing.T) {
 
 	r.disarm(w)
 	for i := range maxSeen + 1 {
-		r.event(ev("k", uint64(100+i)), departed, time.Time{})
+		r.event(ev("k", uint64(100+i)), departed, time.Time{}, false)
 	}
 	assert.False(t, r.arm(w, nil, nil), "too much heard: read again")
 	r.unwatch(w)
@@ -199,7 +199,7 @@ func TestWaitersSubscribeToTheClaimsTheyWaitForAndReadAgainOnceConfirmed(t *test
 	r.disarm(a)
 	assert.True(t, r.arm(a, []wanted{{ev("k", 1), false, false}}, nil))
 	assert.False(t, r.onlyConfirmed(a), "arm keeps the last wake's reason")
-	r.event(ev("k", 1), departed, time.Time{})
+	r.event(ev("k", 1), departed, time.Time{}, false)
 	assert.True(t, woken(a))
 	assert.False(t, r.onlyConfirmed(a), "an event taken for a confirmation")
 
@@ -330,17 +330,17 @@ func TestAHeadDepartureHeardIsKeptArmedOrNot(t *testing.T) {
 
 	// Heard while armed: kept past the disarm that follows the wake.
 	assert.True(t, r.arm(w, []wanted{{ev("k", 1), false, false}}, nil))
-	r.event(ev("k", 1), departed, at)
+	r.event(ev("k", 1), departed, at, false)
 	assert.True(t, woken(w))
 	r.disarm(w)
-	assert.Equal(t, handoff{ev("k", 1), at}, r.lastHandoff(w, r.gapCount()))
+	assert.Equal(t, handoff{ev("k", 1), at, false}, r.lastHandoff(w, r.gapCount()))
 
 	// A departure that was not from the head changes nothing; one heard
 	// while disarmed (during a read) is kept too.
-	r.event(ev("k", 2), departed, time.Time{})
-	assert.Equal(t, handoff{ev("k", 1), at}, r.lastHandoff(w, r.gapCount()))
-	r.event(ev("k", 2), departed, at.Add(time.Millisecond))
-	assert.Equal(t, handoff{ev("k", 2), at.Add(time.Millisecond)}, r.lastHandoff(w, r.gapCount()))
+	r.event(ev("k", 2), departed, time.Time{}, false)
+	assert.Equal(t, handoff{ev("k", 1), at, false}, r.lastHandoff(w, r.gapCount()))
+	r.event(ev("k", 2), departed, at.Add(time.Millisecond), true)
+	assert.Equal(t, handoff{ev("k", 2), at.Add(time.Millisecond), true}, r.lastHandoff(w, r.gapCount()))
 	assert.Zero(t, r.lastHandoff(obs, r.gapCount()), "an observer follows its key's channel instead")
 
 	// A break of the stream since the read began (noted by the gap count
@@ -353,29 +353,37 @@ func TestAHeadDepartureHeardIsKeptArmedOrNot(t *testing.T) {
 	r.resubscribed()
 	assert.Zero(t, r.lastHandoff(w, read), "the stream was restored since the read began")
 	read = r.gapCount()
-	assert.Equal(t, handoff{ev("k", 2), at.Add(time.Millisecond)}, r.lastHandoff(w, read))
+	assert.Equal(t, handoff{ev("k", 2), at.Add(time.Millisecond), true}, r.lastHandoff(w, read))
 }
 
 func TestParseClaimMessage(t *testing.T) {
-	e, what, head, ok := parseClaimMessage("d 42 a key")
+	e, what, head, recorded, ok := parseClaimMessage("d 42 a key")
 	assert.True(t, ok)
 	assert.Equal(t, ev("a key", 42), e)
 	assert.Equal(t, byte(departed), what)
 	assert.True(t, head.IsZero())
+	assert.False(t, recorded)
 
-	e, what, head, ok = parseClaimMessage("h 42 1700000000123 a key")
+	e, what, head, recorded, ok = parseClaimMessage("h 42 1700000000123 a key")
 	assert.True(t, ok)
 	assert.Equal(t, ev("a key", 42), e)
 	assert.Equal(t, byte(departed), what, "a departure from the head is a departure")
 	assert.Equal(t, time.UnixMilli(1_700_000_000_123), head)
+	assert.False(t, recorded)
 
-	e, what, _, ok = parseClaimMessage("a 7 k")
+	_, what, head, recorded, ok = parseClaimMessage("H 42 1700000000123 a key")
+	assert.True(t, ok)
+	assert.Equal(t, byte(departed), what)
+	assert.Equal(t, time.UnixMilli(1_700_000_000_123), head)
+	assert.True(t, recorded, "the run recorded the time in the claim behind")
+
+	e, what, _, _, ok = parseClaimMessage("a 7 k")
 	assert.True(t, ok)
 	assert.Equal(t, ev("k", 7), e)
 	assert.Equal(t, byte(admitted), what)
 
-	for _, bad := range []string{"", "d", "d 42", "dd 42 k", "d x k", "h 42 k", "h 42 x k"} {
-		_, _, _, ok := parseClaimMessage(bad)
+	for _, bad := range []string{"", "d", "d 42", "dd 42 k", "d x k", "h 42 k", "h 42 x k", "H 42 k"} {
+		_, _, _, _, ok := parseClaimMessage(bad)
 		assert.False(t, ok, bad)
 	}
 }

@@ -78,6 +78,24 @@ func TestTheJoinIsWrittenBeforeTheReleaseThatHandsItTheKey(t *testing.T) {
 	require.NoError(t, h.wb.Release(ctx, next))
 }
 
+// The run that writes a held-back join writes the token counter with it,
+// so that after a restart the counter is not below a token the file
+// holds (the next token is never below the server's clock either, but
+// that holds only while the clock does not go back).
+func TestASettledJoinWritesTheTokenCounter(t *testing.T) {
+	ctx := ctxFor(t)
+	b, rc, prefix := newBackend(t)
+	h := heldBackJoin(t, b, rc, prefix, "counter")
+
+	require.NoError(t, b.Release(ctx, h.held))
+	require.NoError(t, srv.Restart(ctx))
+	counter, err := rc.Get(ctx, "{"+prefix+"}token").Uint64()
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, counter, h.token, "the counter in the file is below the token of the join it holds")
+	next := h.w.await(t)
+	require.NoError(t, h.wb.Release(ctx, next))
+}
+
 // A crash before anything wrote a waiter's join loses its claim; the
 // waiter, finding it gone with its lease alive, joins again and takes the
 // key in its turn instead of failing.
