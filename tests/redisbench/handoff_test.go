@@ -42,7 +42,7 @@ type handoffSetup func(b *testing.B, ctr *counter, prefix string, n int) []bench
 // locks do, ashlock queues it at the back) gets no handoff for that.
 // ns/op is the time per handoff; metrics: handoffs/s, acquisitions/s (a
 // contender taking the lock again counted too), reqs/handoff (commands
-// sent by all clients together), write-ms (see startProbe) and
+// sent by all clients together), write-ms (see probe) and
 // release-ms, the median time a contender's release took: one round trip
 // and one fsync if nothing was being written when it arrived, more if it
 // had to wait for the fsync of writes that came just before it.
@@ -205,44 +205,40 @@ func (t *floorTime) report(b *testing.B) {
 	b.ReportMetric(rate/loopRate, "x-ideal-loop")
 }
 
-// probeEvery paces the probe's writes: often enough to sample the
-// server's write latency many times a second, rarely enough to add little
-// to the load it measures.
-const probeEvery = 5 * time.Millisecond
+// probeEvery paces the probe's writes and probeWrites is how many it
+// times: often and many enough to sample the server's write latency under
+// the load, rarely enough to add little to it.
+const (
+	probeEvery  = 5 * time.Millisecond
+	probeWrites = 100
+)
 
-// startProbe starts writing to a key of its own, one write at a time,
-// every probeEvery, on a client of its own, and returns the function that
-// stops it and returns the median time a write took: one round trip and
-// the wait for the fsync (appendfsync always) that the write joins, the
-// least a durable handoff can cost at that moment.
-func startProbe(b *testing.B) func() time.Duration {
+// probe writes to a key of its own probeWrites times, one write at a time
+// every probeEvery, on a client of its own, and returns the median time a
+// write took: one round trip and the wait for the fsync (appendfsync
+// always) that the write joins, the least a durable handoff can cost at
+// that moment. It runs after the timed stretch, while the contenders keep
+// going, so that its own writes (and their fsyncs, which a handoff would
+// otherwise wait for) are not in the rate it is set beside.
+func probe(ctx context.Context, b *testing.B) time.Duration {
 	c := newClient(b, nil)
 	key := newPrefix("probe") + "n"
-	ctx, stop := context.WithCancel(runCtx(b))
-	var took []time.Duration
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(probeEvery)
-		defer tick.Stop()
-		for {
-			start := time.Now()
-			if c.Incr(ctx, key).Err() != nil {
-				return // stopped
-			}
-			took = append(took, time.Since(start))
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
+	tick := time.NewTicker(probeEvery)
+	defer tick.Stop()
+	took := make([]time.Duration, 0, probeWrites)
+	for range probeWrites {
+		start := time.Now()
+		if err := c.Incr(ctx, key).Err(); err != nil {
+			b.Fatal(err)
 		}
-	}()
-	return func() time.Duration {
-		stop()
-		<-done
-		return benchrun.Percentile(took, 0.5)
+		took = append(took, time.Since(start))
+		select {
+		case <-ctx.Done():
+			b.Fatal(ctx.Err())
+		case <-tick.C:
+		}
 	}
+	return benchrun.Percentile(took, 0.5)
 }
 
 // runHandoff runs the contenders until b.N handoffs have been timed. The
@@ -291,20 +287,20 @@ func runHandoff(b *testing.B, ctr *counter, cycles []benchrun.Take) {
 	err := benchrun.Await(base, warmed, failed, "handoff")
 	if err == nil {
 		before, subs := ctr.requests(), subCommands(b)
-		probing := startProbe(b)
 		releases.on.Store(true)
 		b.ResetTimer()
 		b.StartTimer()
 		err = benchrun.Await(base, finished, failed, "handoff")
 		b.StopTimer()
 		releases.on.Store(false)
-		write := probing()
+		reqs, subsEnd := ctr.requests()-before, subCommands(b)-subs
 		if err == nil {
+			write := probe(base, b)
 			b.ReportMetric(benchrun.Millis(write), "write-ms")
 			b.ReportMetric(benchrun.Millis(releases.median()), "release-ms")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()*write.Seconds(), "handoffs/write")
-			b.ReportMetric(float64(ctr.requests()-before)/float64(b.N), "reqs/handoff")
-			b.ReportMetric(float64(subCommands(b)-subs)/float64(b.N), "subs/handoff")
+			b.ReportMetric(float64(reqs)/float64(b.N), "reqs/handoff")
+			b.ReportMetric(float64(subsEnd)/float64(b.N), "subs/handoff")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "handoffs/s")
 			b.ReportMetric(float64(acquiredAt[1]-acquiredAt[0])/b.Elapsed().Seconds(), "acquisitions/s")
 		}
