@@ -42,10 +42,14 @@ type handoffSetup func(b *testing.B, ctr *counter, prefix string, n int) []bench
 // locks do, ashlock queues it at the back) gets no handoff for that.
 // ns/op is the time per handoff; metrics: handoffs/s, acquisitions/s (a
 // contender taking the lock again counted too), reqs/handoff (commands
-// sent by all clients together), write-ms (see probe) and
+// sent by all clients together), write-ms (see probe),
 // release-ms, the median time a contender's release took: one round trip
 // and one fsync if nothing was being written when it arrived, more if it
-// had to wait for the fsync of writes that came just before it.
+// had to wait for the fsync of writes that came just before it, and
+// srv-cpu-us/handoff, the CPU time the server's main thread spent per
+// handoff (INFO cpu; the kernel's share of its fsyncs and socket writes
+// included), what N contenders cost the server that every other client
+// shares.
 //
 // Targets: ashlock's handoffs/s at least 5x redsync's (its default retries:
 // 32 tries 50 to 250 ms apart; a contender whose tries run out tries again)
@@ -287,6 +291,7 @@ func runHandoff(b *testing.B, ctr *counter, cycles []benchrun.Take) {
 	err := benchrun.Await(base, warmed, failed, "handoff")
 	if err == nil {
 		before, subs := ctr.requests(), subCommands(b)
+		cpu := serverInfo(base, b, newClient(b, nil)).cpu
 		releases.on.Store(true)
 		b.ResetTimer()
 		b.StartTimer()
@@ -294,6 +299,7 @@ func runHandoff(b *testing.B, ctr *counter, cycles []benchrun.Take) {
 		b.StopTimer()
 		releases.on.Store(false)
 		reqs, subsEnd := ctr.requests()-before, subCommands(b)-subs
+		cpu = serverInfo(base, b, newClient(b, nil)).cpu - cpu
 		if err == nil {
 			write := probe(base, b)
 			b.ReportMetric(benchrun.Millis(write), "write-ms")
@@ -301,6 +307,7 @@ func runHandoff(b *testing.B, ctr *counter, cycles []benchrun.Take) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()*write.Seconds(), "handoffs/write")
 			b.ReportMetric(float64(reqs)/float64(b.N), "reqs/handoff")
 			b.ReportMetric(float64(subsEnd)/float64(b.N), "subs/handoff")
+			b.ReportMetric(cpu*1e6/float64(b.N), "srv-cpu-us/handoff")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "handoffs/s")
 			b.ReportMetric(float64(acquiredAt[1]-acquiredAt[0])/b.Elapsed().Seconds(), "acquisitions/s")
 		}

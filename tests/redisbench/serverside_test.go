@@ -88,13 +88,14 @@ type cmdStat struct{ calls, usec float64 }
 type infoFigures struct {
 	cmds         map[string]cmdStat
 	aof, in, out float64
+	cpu          float64 // seconds of CPU the server's main thread has used
 }
 
-// serverInfo reads INFO commandstats, persistence and stats. INFO and
+// serverInfo reads INFO commandstats, persistence, stats and cpu. INFO and
 // CONFIG RESETSTAT count themselves in commandstats; callers skip them.
 func serverInfo(ctx context.Context, b *testing.B, c *goredis.Client) infoFigures {
 	b.Helper()
-	s, err := c.Info(ctx, "commandstats", "persistence", "stats").Result()
+	s, err := c.Info(ctx, "commandstats", "persistence", "stats", "cpu").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -131,6 +132,8 @@ func serverInfo(ctx context.Context, b *testing.B, c *goredis.Client) infoFigure
 			f.in = num()
 		case name == "total_net_output_bytes":
 			f.out = num()
+		case name == "used_cpu_sys_main_thread" || name == "used_cpu_user_main_thread":
+			f.cpu += num()
 		}
 	}
 	return f
