@@ -30,6 +30,10 @@ func NewClaimNames() *ClaimNames {
 // New returns a name no earlier call of n returned.
 func (n *ClaimNames) New() string { return n.base + strconv.FormatUint(n.made.Add(1), 36) }
 
+// Base returns the random base every name n makes begins with (12
+// characters).
+func (n *ClaimNames) Base() string { return n.base }
+
 // Made reports whether n made name.
 func (n *ClaimNames) Made(name string) bool {
 	return len(name) > len(n.base) && strings.HasPrefix(name, n.base)

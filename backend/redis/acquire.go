@@ -66,6 +66,9 @@ func (b *Backend) Acquire(ctx context.Context, req backend.AcquireRequest) (back
 	if req.Wait {
 		a.w = b.reg.watch(a.keys, false)
 		defer b.reg.unwatch(a.w)
+		if a.toldBehind() {
+			b.reg.direct(a.w, req.ID)
+		}
 	}
 	err := a.run(ctx)
 	if err == nil && !b.reg.promote(a.t, claimRef{key: req.Key, token: a.token}) {

@@ -27,6 +27,7 @@ type Backend struct {
 	notify bool // keyspace notifications of lease ends were on at New
 	onGap  func(from, to time.Time)
 	names  *backend.ClaimNames // of the claims it names itself
+	own    string              // its channel: removals tell the claims it named behind them (see drop)
 
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
@@ -84,6 +85,7 @@ func New(ctx context.Context, c goredis.UniversalClient, opts ...Option) (*Backe
 	}
 	b := &Backend{c: c, lay: lay, db: dbOf(c), log: o.logger, onGap: o.onGap, done: make(chan struct{}),
 		names: backend.NewClaimNames()}
+	b.own = lay.backendChannel(b.names.Base())
 	b.reg = newRegistry(lay, sender{b})
 	b.checkNotifications(ctx)
 	ps, err := b.subscribe(ctx)

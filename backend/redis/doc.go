@@ -37,14 +37,15 @@
 // answered without waiting for the append-only file: it grants nothing,
 // and the claim's lease's next renewal removes the claim again should a
 // crash or failover bring it back (see removeLeftBehind). The next script
-// run that writes anything (an acquisition, a renewal, any other release)
-// writes it first, so a crash undoes only the releases answered since the
+// run that writes to the file (an acquisition, a renewal, any other
+// release) writes it first, so a crash undoes only the releases answered since the
 // last such write. A release with a claim queued behind it hands the key
 // over and is written before it is answered. So is every other change but
 // one: the join of a claim that the rule admits only with nothing ahead
 // (a plain lock's waiter), which holds nothing until a claim ahead departs
 // and is written by that departure's run first (a crash before then loses
-// it, and its waiter joins again).
+// it, and its waiter joins again); such a join writes nothing to the file,
+// so neither does it write what was noted before it.
 //
 // # Waiting and loss
 //
@@ -57,7 +58,12 @@
 // claims its waiters wait for (package backend's WaitFor), so a release reaches
 // only the Backends it can admit, and to the channels of the keys its
 // Observes watch (see subs.go for how a subscription made after a read is
-// confirmed). A waiter also wakes at the end of those claims' leases (a
+// confirmed). An exclusive waiter on one key whose claim the Backend named
+// (a plain lock's) subscribes to none: every removal of a claim also tells
+// the claim just behind it, on the channel of the Backend that named it,
+// {prefix}b:<name base>, subscribed from New on (see registry.direct), and
+// that claim is the one such a waiter waits for. A waiter also wakes at
+// the end of the leases of the claims it waits for (a
 // timer from the server's PTTL: an expired lease is reaped by the next
 // read of its keys), never by polling. After the subscription is
 // restored, each waiter reads its queue again. The

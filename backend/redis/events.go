@@ -47,7 +47,7 @@ func (b *Backend) subscribe(ctx context.Context) (*goredis.PubSub, error) {
 // connection, the channels before the pattern, so that the pattern's
 // confirmation follows them.
 func (b *Backend) newPubSub(ctx context.Context, channels []string) *goredis.PubSub {
-	ps := b.c.Subscribe(ctx, append(b.lay.routeChannels(), channels...)...)
+	ps := b.c.Subscribe(ctx, append(append(b.lay.routeChannels(), b.own), channels...)...)
 	_ = ps.PSubscribe(ctx, b.lay.leaseSpace(b.db))
 	return ps
 }
@@ -208,6 +208,12 @@ func (b *Backend) replace(ctx context.Context, old *goredis.PubSub) {
 // evicts the keys that expire, and the leases are those).
 func (b *Backend) dispatch(m *goredis.Message) {
 	if m.Pattern == "" {
+		if m.Channel == b.own {
+			if id, e, head, recorded, ok := parseBehindMessage(m.Payload); ok {
+				b.reg.behind(id, e, head, recorded)
+			}
+			return
+		}
 		if key, ok := strings.CutPrefix(m.Channel, b.lay.tag+"k:"); ok {
 			km, err := parseKeyMessage(m.Payload)
 			if err != nil {
@@ -229,6 +235,28 @@ func (b *Backend) dispatch(m *goredis.Message) {
 	if id, ok := b.lay.leaseOf(m.Channel); ok {
 		b.leaseGone(id)
 	}
+}
+
+// parseBehindMessage reads a message of the Backend's own channel (see
+// behind in scripts.go): the claim it is for, the claim that left just
+// ahead of it, for a departure from the head of the queue the server's
+// clock then (zero otherwise), and whether the run recorded that time in
+// the claim it is for.
+func parseBehindMessage(p string) (id string, e claimEvent, head time.Time, recorded, ok bool) {
+	f := strings.SplitN(p, " ", 5)
+	if len(f) != 5 || (f[0] != "d" && f[0] != "h" && f[0] != "H") {
+		return "", e, head, false, false
+	}
+	tok, err1 := strconv.ParseUint(f[1], 10, 64)
+	ms, err2 := strconv.ParseInt(f[2], 10, 64)
+	n, err3 := strconv.Atoi(f[3])
+	if err1 != nil || err2 != nil || err3 != nil || n < 0 || n > len(f[4]) {
+		return "", e, head, false, false
+	}
+	if f[0] != "d" {
+		head = time.UnixMilli(ms)
+	}
+	return f[4][:n], claimEvent{key: f[4][n:], token: tok}, head, f[0] == "H", true
 }
 
 // parseClaimMessage reads a message of a claim's channel (see scripts.go):

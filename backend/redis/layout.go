@@ -72,6 +72,11 @@ func (l layout) claimChannel(token uint64) string {
 }
 func (l layout) keyChannel(key string) string { return l.tag + "k:" + key }
 
+// backendChannel is the channel of the Backend whose claim names begin
+// with base: a removal tells the claim just behind the removed one there
+// (see drop in scripts.go).
+func (l layout) backendChannel(base string) string { return l.tag + "b:" + base }
+
 // leaseSpace is the keyspace notification pattern of every lease of the
 // layout in database db, with the glob characters of the tag escaped.
 func (l layout) leaseSpace(db int) string {

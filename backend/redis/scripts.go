@@ -29,7 +29,12 @@ import goredis "github.com/redis/go-redis/v9"
 // ahead of it at that moment) is "h <token> <server ms> <key>": claims
 // only join at the back, so the claim just behind it has nothing ahead
 // from then on (see wait.go's handedOff); "H" instead when the run also
-// recorded that time in the claim behind (see handed). Every change at a key goes to
+// recorded that time in the claim behind (see handed). Each removal also
+// tells the claim just behind the removed one, if any, on the channel of
+// the Backend that named it, {p}b:<the name's first 12 characters> (see
+// behind): an exclusive waiter its Backend named hears there of the one
+// claim it waits for, so it subscribes to no claim channel (see
+// registry.direct). Every change at a key goes to
 // the key's channel {p}k:<key>, which its observers hear: one message per
 // key and script run, published as the run ends, one entry per change in
 // the order made,
@@ -113,132 +118,6 @@ local function pttlof(lease)
   end
   return p
 end
--- handed records in the claim now at the head of key's queue, if it was
--- admitted when it joined (placed), that it came to hold now, and reports
--- whether it did: called only when the claim that left the head held it
--- alone (the caller says so, see releaseScript), so the one behind it
--- waited for it, and a placed claim holds once nothing is ahead (see
--- wait.go).
-local function handed(key)
-  local c = tag .. 'c:' .. key
-  local ids = redis.call('ZRANGE', tag .. 'q:' .. key, 0, 0)
-  local m = ids[1] and redis.call('HGET', c, ids[1])
-  local r = m and parse(m)
-  if not r or r.a ~= '1' then return false end
-  r.at = fmt(math.floor(now_us() / 1000))
-  m = unparse(r)
-  redis.call('HSET', c, ids[1], m)
-  keyev(key, 'r', fmt(pttlof(r.l)), m)
-  return true
-end
--- drop removes claim id at key, whatever its token, and reports its
--- departure. m is its record if the caller has read it already; alone
--- says that the claim held its key alone, so that the claim behind it,
--- if placed, comes to hold now (see handed; its departure is then "H").
-local function drop(key, id, m, alone)
-  local c, q = tag .. 'c:' .. key, tag .. 'q:' .. key
-  m = m or redis.call('HGET', c, id)
-  local head = redis.call('ZRANK', q, id) == 0
-  redis.call('ZREM', q, id)
-  redis.call('HDEL', c, id)
-  local r = m and parse(m)
-  if r then
-    redis.call('SREM', tag .. 'lc:' .. r.l, id .. '\n' .. key)
-    local what = 'd'
-    if head then what = alone and handed(key) and 'H' or 'h' end
-    claimev(what, r.t, key)
-    keyev(key, 'd', r.t)
-  end
-  return r ~= nil
-end
--- reap removes every claim of a lease that has ended.
-local function reap(lease)
-  local idx = tag .. 'lc:' .. lease
-  for _, m in ipairs(redis.call('SMEMBERS', idx)) do
-    local nl = string.find(m, '\n', 1, true)
-    if nl then drop(string.sub(m, nl + 1), string.sub(m, 1, nl - 1)) end
-  end
-  redis.call('DEL', idx)
-end
--- state reaps the claims of ended leases queued at key with a token up to
--- upto ('+inf' for all), then lists them in token order: {id, record,
--- lease pttl} per claim.
-local function state(key, upto)
-  local q, c = tag .. 'q:' .. key, tag .. 'c:' .. key
-  local ids = redis.call('ZRANGEBYSCORE', q, '-inf', upto)
-  local recs, leases, reaped, dead = {}, {}, {}, false
-  for _, id in ipairs(ids) do
-    local m = redis.call('HGET', c, id)
-    local r = m and parse(m)
-    if not r then
-      redis.call('ZREM', q, id)
-      redis.call('HDEL', c, id)
-    else
-      recs[id], leases[id] = m, r.l
-      if pttlof(r.l) == -2 and not reaped[r.l] then
-        reap(r.l)
-        reaped[r.l], dead = true, true
-      end
-    end
-  end
-  -- A reap removes claims and never changes a record, so the records read
-  -- above serve the claims that remain.
-  if dead then ids = redis.call('ZRANGEBYSCORE', q, '-inf', upto) end
-  local out = {}
-  for _, id in ipairs(ids) do
-    local m = recs[id]
-    if m then
-      local p = pttlof(leases[id])
-      out[#out + 1] = {id, m, p < 0 and -1 or p}
-    end
-  end
-  return out
-end
--- tail is state for the last n claims queued at key alone: it reaps the
--- claims of ended leases among them until they are all live (each pass
--- removes at least the claim it found dead), then lists them.
-local function tail(key, n)
-  local q, c = tag .. 'q:' .. key, tag .. 'c:' .. key
-  while true do
-    local out, dead = {}, false
-    for _, id in ipairs(redis.call('ZRANGE', q, -n, -1)) do
-      local m = redis.call('HGET', c, id)
-      local r = m and parse(m)
-      if not r then
-        redis.call('ZREM', q, id)
-        redis.call('HDEL', c, id)
-        dead = true
-      elseif pttlof(r.l) == -2 then
-        drop(key, id, m)
-        reap(r.l)
-        dead = true
-      else
-        out[#out + 1] = {id, m, pttlof(r.l)}
-      end
-    end
-    if not dead then return out end
-  end
-end
--- stampmax returns the highest stamp recorded at any of keys, or '0'.
-local function stampmax(keys)
-  local best = '0'
-  for _, k in ipairs(keys) do
-    local s = redis.call('GET', tag .. 's:' .. k)
-    if s and (best == '0' or s > best) then best = s end
-  end
-  return best
-end
--- claimed returns the records of claim id with token at every key, or nil
--- if it is missing at any of them.
-local function claimed(keys, id, token)
-  local rs = {}
-  for i, k in ipairs(keys) do
-    local r = parse(redis.call('HGET', tag .. 'c:' .. k, id) or '')
-    if not r or r.t ~= token then return nil end
-    rs[i] = r
-  end
-  return rs
-end
 -- settle writes to the append-only file (and the replicas) the releases
 -- and joins made without it since the last run that wrote to it (see
 -- releaseScript and enqueueScript). A release's entries are written again
@@ -248,8 +127,14 @@ end
 -- that the file never holds a token above its counter. Every run that
 -- writes settles first, so a removed entry is still absent when it is
 -- settled, and the file never holds a later change without the releases
--- and joins before it.
+-- and joins before it. A run settles once, before its first write: at its
+-- start, or for a join (see joinScript) before the first write it makes
+-- to the file, none if it joins lazily, and before anything its reads
+-- remove (see drop, reap, state and tail).
+local settled = false
 local function settle()
+  if settled then return end
+  settled = true
   local p = tag .. 'pend'
   local es = redis.call('SMEMBERS', p)
   if #es == 0 then return end
@@ -288,6 +173,149 @@ local function settle()
   local last = joined and redis.call('GET', KEYS[1])
   if last then redis.call('SET', KEYS[1], last) end
 end
+-- handed records in claim id, now at the head of key's queue, if it was
+-- admitted when it joined (placed), that it came to hold now, and reports
+-- whether it did: called only when the claim that left the head held it
+-- alone (the caller says so, see releaseScript), so the one behind it
+-- waited for it, and a placed claim holds once nothing is ahead (see
+-- wait.go).
+local function handed(key, id)
+  local c = tag .. 'c:' .. key
+  local m = redis.call('HGET', c, id)
+  local r = m and parse(m)
+  if not r or r.a ~= '1' then return false end
+  r.at = fmt(math.floor(now_us() / 1000))
+  m = unparse(r)
+  redis.call('HSET', c, id, m)
+  keyev(key, 'r', fmt(pttlof(r.l)), m)
+  return true
+end
+-- behind tells claim id, just behind the claim with token that left
+-- key's queue, of that departure (what is as on the claim's channel, see
+-- claimev), on the channel of the Backend whose names begin as id's do
+-- (the first 12 characters; see backend.ClaimNames):
+-- "<d|h|H> <token> <server ms|0> <id len> <id><key>".
+local function behind(key, id, token, what)
+  local at = '0'
+  if what ~= 'd' then at = fmt(math.floor(now_us() / 1000)) end
+  redis.call('PUBLISH', tag .. 'b:' .. string.sub(id, 1, 12),
+    what .. ' ' .. token .. ' ' .. at .. ' ' .. #id .. ' ' .. id .. key)
+end
+-- drop removes claim id at key, whatever its token, and reports its
+-- departure, on its channel and to the claim just behind it. m is its
+-- record if the caller has read it already; alone says that the claim
+-- held its key alone, so that the claim behind it, if placed, comes to
+-- hold now (see handed; its departure is then "H").
+local function drop(key, id, m, alone)
+  settle()
+  local c, q = tag .. 'c:' .. key, tag .. 'q:' .. key
+  m = m or redis.call('HGET', c, id)
+  local rank = redis.call('ZRANK', q, id)
+  redis.call('ZREM', q, id)
+  redis.call('HDEL', c, id)
+  local r = m and parse(m)
+  if r then
+    redis.call('SREM', tag .. 'lc:' .. r.l, id .. '\n' .. key)
+    local nx = rank and redis.call('ZRANGE', q, rank, rank)[1]
+    local what = 'd'
+    if rank == 0 then what = alone and nx and handed(key, nx) and 'H' or 'h' end
+    claimev(what, r.t, key)
+    keyev(key, 'd', r.t)
+    if nx then behind(key, nx, r.t, what) end
+  end
+  return r ~= nil
+end
+-- reap removes every claim of a lease that has ended.
+local function reap(lease)
+  settle()
+  local idx = tag .. 'lc:' .. lease
+  for _, m in ipairs(redis.call('SMEMBERS', idx)) do
+    local nl = string.find(m, '\n', 1, true)
+    if nl then drop(string.sub(m, nl + 1), string.sub(m, 1, nl - 1)) end
+  end
+  redis.call('DEL', idx)
+end
+-- state reaps the claims of ended leases queued at key with a token up to
+-- upto ('+inf' for all), then lists them in token order: {id, record,
+-- lease pttl} per claim.
+local function state(key, upto)
+  local q, c = tag .. 'q:' .. key, tag .. 'c:' .. key
+  local ids = redis.call('ZRANGEBYSCORE', q, '-inf', upto)
+  local recs, leases, reaped, dead = {}, {}, {}, false
+  for _, id in ipairs(ids) do
+    local m = redis.call('HGET', c, id)
+    local r = m and parse(m)
+    if not r then
+      settle()
+      redis.call('ZREM', q, id)
+      redis.call('HDEL', c, id)
+    else
+      recs[id], leases[id] = m, r.l
+      if pttlof(r.l) == -2 and not reaped[r.l] then
+        reap(r.l)
+        reaped[r.l], dead = true, true
+      end
+    end
+  end
+  -- A reap removes claims and never changes a record, so the records read
+  -- above serve the claims that remain.
+  if dead then ids = redis.call('ZRANGEBYSCORE', q, '-inf', upto) end
+  local out = {}
+  for _, id in ipairs(ids) do
+    local m = recs[id]
+    if m then
+      local p = pttlof(leases[id])
+      out[#out + 1] = {id, m, p < 0 and -1 or p}
+    end
+  end
+  return out
+end
+-- tail is state for the last n claims queued at key alone: it reaps the
+-- claims of ended leases among them until they are all live (each pass
+-- removes at least the claim it found dead), then lists them.
+local function tail(key, n)
+  local q, c = tag .. 'q:' .. key, tag .. 'c:' .. key
+  while true do
+    local out, dead = {}, false
+    for _, id in ipairs(redis.call('ZRANGE', q, -n, -1)) do
+      local m = redis.call('HGET', c, id)
+      local r = m and parse(m)
+      if not r then
+        settle()
+        redis.call('ZREM', q, id)
+        redis.call('HDEL', c, id)
+        dead = true
+      elseif pttlof(r.l) == -2 then
+        drop(key, id, m)
+        reap(r.l)
+        dead = true
+      else
+        out[#out + 1] = {id, m, pttlof(r.l)}
+      end
+    end
+    if not dead then return out end
+  end
+end
+-- stampmax returns the highest stamp recorded at any of keys, or '0'.
+local function stampmax(keys)
+  local best = '0'
+  for _, k in ipairs(keys) do
+    local s = redis.call('GET', tag .. 's:' .. k)
+    if s and (best == '0' or s > best) then best = s end
+  end
+  return best
+end
+-- claimed returns the records of claim id with token at every key, or nil
+-- if it is missing at any of them.
+local function claimed(keys, id, token)
+  local rs = {}
+  for i, k in ipairs(keys) do
+    local r = parse(redis.call('HGET', tag .. 'c:' .. k, id) or '')
+    if not r or r.t ~= token then return nil end
+    rs[i] = r
+  end
+  return rs
+end
 local function slice(from, n)
   local out = {}
   for i = 1, n do out[i] = ARGV[from + i - 1] end
@@ -300,6 +328,14 @@ end
 // changes it recorded for the keys' observers are published once it has.
 func script(body string) *goredis.Script {
 	return goredis.NewScript(lib + "local function body()\n" + body + "\nend\nsettle()\nlocal reply = body()\nflush()\nreturn reply\n")
+}
+
+// joinScript is script for enqueueScript, whose body settles (see settle)
+// only before it writes to the append-only file: a join made without it
+// (lazy) does not wait for an fsync, so neither does it write the joins
+// and releases noted before it, which wait for the next run that writes.
+func joinScript(body string) *goredis.Script {
+	return goredis.NewScript(lib + "local function body()\n" + body + "\nend\nlocal reply = body()\nflush()\nreturn reply\n")
 }
 
 // readScript makes a script of lib and body that writes nothing: it has
@@ -342,7 +378,7 @@ func readScript(body string) *goredis.Script {
 //	{"changed", states...}             mode "cond": a queue is not as expected
 //	{"ok", token, acquired-at, stamp}  added and admitted
 //	{"queued", token, now, states...}  added behind states (the queues before it); now is the server's clock in ms
-var enqueueScript = script(`
+var enqueueScript = joinScript(`
 local id, lease, n, shared, mode, permit = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local owner, value, wantstamp, placed, lazy = ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12]
 local ahead, nk = tonumber(ARGV[13]), tonumber(ARGV[14])
@@ -381,7 +417,8 @@ for i, k in ipairs(keys) do
 end
 local adm = mode == 'cond' or empty
 lazy = lazy == '1' and not adm
-if lazy then redis.set_repl(redis.REPL_NONE) end
+-- A lazy join writes nothing to the file: what is noted stays noted.
+if lazy then redis.set_repl(redis.REPL_NONE) else settle() end
 local token = newtoken()
 local r = {t = token, l = lease, n = n, sh = shared, a = '0', p = '-1', at = '0', st = '0', o = owner, v = value}
 if adm or placed == '1' then r.a, r.p, r.at = '1', permit, fmt(math.floor(now_us() / 1000)) end

@@ -36,9 +36,10 @@ type registry struct {
 	// read whole (see Backend.checkIndex); absent means 0.
 	indexChecked map[backend.LeaseID]uint64
 	observers    map[string]map[*observer]struct{}
-	inGap        bool          // the subscriber's stream broke and is not restored yet
-	gapFrom      time.Time     // verified when it broke: what came after may be lost
-	gaps         atomic.Uint64 // starts and ends of gaps so far, changed under mu (see lastHandoff)
+	byID         map[string]*watcher // watchers told on the Backend's own channel, by claim ID (see direct)
+	inGap        bool                // the subscriber's stream broke and is not restored yet
+	gapFrom      time.Time           // verified when it broke: what came after may be lost
+	gaps         atomic.Uint64       // starts and ends of gaps so far, changed under mu (see lastHandoff)
 }
 
 func newRegistry(lay layout, sub subscriber) *registry {
@@ -55,6 +56,7 @@ func newRegistry(lay layout, sub subscriber) *registry {
 		held:         map[backend.LeaseID]*heldOn{},
 		indexChecked: map[backend.LeaseID]uint64{},
 		observers:    map[string]map[*observer]struct{}{},
+		byID:         map[string]*watcher{},
 		verified:     time.Now(), // nobody waits or observes before the first subscription
 	}
 }
@@ -81,7 +83,8 @@ type wanted struct {
 type watcher struct {
 	wake chan struct{} // capacity 1: a signal waiting to be taken
 	keys []string
-	any  bool // every event of its keys wakes it (an Observe)
+	any  bool   // every event of its keys wakes it (an Observe)
+	id   string // the claim it waits for on the Backend's own channel, if any (see direct)
 
 	// Guarded by registry.mu.
 	chans      []string // the channels it holds, kept from one arm to the next
@@ -175,6 +178,9 @@ func (r *registry) unwatch(w *watcher) {
 }
 
 func (r *registry) unwatchLocked(w *watcher) {
+	if w.id != "" && r.byID[w.id] == w {
+		delete(r.byID, w.id)
+	}
 	r.disarmLocked(w)
 	delete(r.disarmed, w)
 	for _, k := range w.keys {
@@ -184,6 +190,40 @@ func (r *registry) unwatchLocked(w *watcher) {
 				delete(r.byKey, k)
 			}
 		}
+	}
+}
+
+// direct makes w, the watcher of claim id, learn of each removal of the
+// claim just ahead of it from the Backend's own channel (see behind in
+// scripts.go), which is subscribed from New on: it then waits for the
+// claims ahead without subscribing to their channels, so without the
+// check once a subscription is confirmed. For a claim that waits only
+// for the claim just ahead (an exclusive one, backend.Ahead) that is
+// every event it waits for.
+func (r *registry) direct(w *watcher, id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w.id = id
+	r.byID[id] = w
+}
+
+// behind dispatches the removal of the claim just ahead of claim id,
+// heard on the Backend's own channel: its watcher wakes (or, reading,
+// reads again) and keeps a departure from the head as its handoff.
+func (r *registry) behind(id string, e claimEvent, head time.Time, recorded bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.byID[id]
+	if w == nil {
+		return
+	}
+	if !head.IsZero() {
+		w.handoff = handoff{e, head, recorded}
+	}
+	if w.armed {
+		w.wakeFor(wokeEvent)
+	} else {
+		w.stale = true
 	}
 }
 

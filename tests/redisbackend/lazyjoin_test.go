@@ -159,3 +159,32 @@ func TestAJoinHeldBackSurvivesTheCounterDeleted(t *testing.T) {
 	assert.Equal(t, h.waiter, next.ID)
 	require.NoError(t, h.wb.Release(ctx, next))
 }
+
+// A join held back from the disk writes nothing there, so it does not
+// write the joins held back before it either (that would make its reply
+// wait for an fsync): they stay noted until a run that writes.
+func TestAJoinHeldBackLeavesEarlierJoinsHeldBack(t *testing.T) {
+	ctx := ctxFor(t)
+	b, rc, prefix := newBackend(t)
+	// The second waiter's lease first: granting one is a write.
+	sb, err := redisb.New(ctx, client(t), redisb.WithPrefix(prefix))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sb.Close() })
+	sl := grant(t, sb, time.Minute)
+	h := heldBackJoin(t, b, rc, prefix, "second")
+
+	s := startAcquire(t, sb, named("second", sl, "S"))
+	second := awaitQueued(t, rc, prefix, "second", 3)[2]
+	pend, err := rc.SMembers(ctx, "{"+prefix+"}pend").Result()
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"j" + h.waiter + "\nsecond", "j" + second + "\nsecond"}, pend,
+		"the second join wrote the first to the disk")
+
+	require.NoError(t, b.Release(ctx, h.held))
+	require.NoError(t, srv.Restart(ctx))
+	assert.Equal(t, []string{h.waiter, second}, queueOf(t, rc, prefix, "second"), "the release that handed over did not write both joins")
+	next := h.w.await(t)
+	require.NoError(t, h.wb.Release(ctx, next))
+	last := s.await(t)
+	require.NoError(t, sb.Release(ctx, last))
+}
