@@ -387,3 +387,29 @@ func TestParseClaimMessage(t *testing.T) {
 		assert.False(t, ok, bad)
 	}
 }
+
+func TestParseBehindMessage(t *testing.T) {
+	id, e, head, recorded, ok := parseBehindMessage("d 42 0 5 abcdea key")
+	assert.True(t, ok)
+	assert.Equal(t, "abcde", id)
+	assert.Equal(t, ev("a key", 42), e, "the key follows the id, spaces and all")
+	assert.True(t, head.IsZero())
+	assert.False(t, recorded)
+
+	_, _, head, recorded, ok = parseBehindMessage("h 42 1700000000123 1 xk")
+	assert.True(t, ok)
+	assert.Equal(t, time.UnixMilli(1_700_000_000_123), head)
+	assert.False(t, recorded)
+
+	id, e, head, recorded, ok = parseBehindMessage("H 42 1700000000123 1 xk")
+	assert.True(t, ok)
+	assert.Equal(t, "x", id)
+	assert.Equal(t, ev("k", 42), e)
+	assert.Equal(t, time.UnixMilli(1_700_000_000_123), head)
+	assert.True(t, recorded, "the run recorded the time in the claim told")
+
+	for _, bad := range []string{"", "d 42 0 1", "a 42 0 1 xk", "d x 0 1 xk", "d 42 x 1 xk", "d 42 0 x xk", "d 42 0 -1 xk", "d 42 0 9 xk"} {
+		_, _, _, _, ok := parseBehindMessage(bad)
+		assert.False(t, ok, bad)
+	}
+}
