@@ -2,7 +2,6 @@ package redisbackend
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -19,15 +18,7 @@ import (
 func TestANamedExclusiveWaiterSubscribesToNoClaim(t *testing.T) {
 	ctx := ctxFor(t)
 	hb, c, prefix := newBackend(t)
-	holder, err := hb.Acquire(ctx, named("told", grant(t, hb, time.Minute), "H"))
-	require.NoError(t, err)
-	const waiters = 3
-	ps := make([]*pending, waiters)
-	for i := range ps {
-		wb, _, _ := newBackendPrefix(t, prefix)
-		ps[i] = startAcquire(t, wb, named("told", grant(t, wb, time.Minute), fmt.Sprint("W", i)))
-		awaitWaiting(t, hb, "told", i+1)
-	}
+	holder, ps := queueBehind(t, hb, prefix, "told", 3, named)
 	awaitChannels(t, c, prefix, map[string]int64{})
 
 	last := holder.Token

@@ -100,16 +100,7 @@ func awaitCalls(t *testing.T, calls *atomic.Int64, n int64) {
 func TestWaitersSubscribeOnlyToTheClaimAhead(t *testing.T) {
 	ctx := ctxFor(t)
 	hb, c, prefix := newBackend(t)
-	l := grant(t, hb, time.Minute)
-	holder, err := hb.Acquire(ctx, request("ahead", l, "H"))
-	require.NoError(t, err)
-	const waiters = 3
-	ps := make([]*pending, waiters)
-	for i := range ps {
-		wb, _, _ := newBackendPrefix(t, prefix)
-		ps[i] = startAcquire(t, wb, request("ahead", grant(t, wb, time.Minute), fmt.Sprint("W", i)))
-		awaitWaiting(t, hb, "ahead", i+1)
-	}
+	holder, ps := queueBehind(t, hb, prefix, "ahead", 3, request)
 	info, err := hb.Inspect(ctx, "ahead")
 	require.NoError(t, err)
 	// Each claim but the last is waited for by one Backend.

@@ -2,6 +2,7 @@ package redisbackend
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -286,4 +287,21 @@ func startHeardWaiter(t *testing.T, wc *goredis.Client, prefix string, hb backen
 		t.Fatal("the waiter never checked the holder after subscribing")
 	}
 	return wb, l, p
+}
+
+// queueBehind acquires key on hb with the request mk makes, then queues n
+// waiters behind it, each on a Backend of its own under prefix, and
+// returns the holder's claim and the waiters' Acquires in queue order.
+func queueBehind(t *testing.T, hb backend.Backend, prefix, key string, n int,
+	mk func(key string, l backend.Lease, owner string) backend.AcquireRequest) (backend.Claim, []*pending) {
+	t.Helper()
+	holder, err := hb.Acquire(ctxFor(t), mk(key, grant(t, hb, time.Minute), "H"))
+	require.NoError(t, err)
+	ps := make([]*pending, n)
+	for i := range ps {
+		wb, _, _ := newBackendPrefix(t, prefix)
+		ps[i] = startAcquire(t, wb, mk(key, grant(t, wb, time.Minute), fmt.Sprint("W", i)))
+		awaitWaiting(t, hb, key, i+1)
+	}
+	return holder, ps
 }
