@@ -64,6 +64,8 @@ local function now_us()
   end
   return nowus
 end
+-- now_ms is that reading in milliseconds, as a string.
+local function now_ms() return fmt(math.floor(now_us() / 1000)) end
 -- parse reads a record: its fields, its owner (o) and its value (v).
 local function parse(m)
   local t, l, n, sh, a, p, at, st, ol, i = string.match(m, '^(%d+) (%d+) (%d+) ([01]) ([01]) (%-?%d+) (%d+) (%x+) (%d+) ()')
@@ -86,7 +88,7 @@ end
 -- departure from the head of its queue carries the server's clock in ms.
 local function claimev(what, token, key)
   local at = ''
-  if what == 'h' or what == 'H' then at = fmt(math.floor(now_us() / 1000)) .. ' ' end
+  if what == 'h' or what == 'H' then at = now_ms() .. ' ' end
   redis.call('PUBLISH', tag .. 'e:' .. token, what .. ' ' .. token .. ' ' .. at .. key)
 end
 -- keyev records a change at key for its observers; flush publishes them.
@@ -184,7 +186,7 @@ local function handed(key, id)
   local m = redis.call('HGET', c, id)
   local r = m and parse(m)
   if not r or r.a ~= '1' then return false end
-  r.at = fmt(math.floor(now_us() / 1000))
+  r.at = now_ms()
   m = unparse(r)
   redis.call('HSET', c, id, m)
   keyev(key, 'r', fmt(pttlof(r.l)), m)
@@ -197,7 +199,7 @@ end
 -- "<d|h|H> <token> <server ms|0> <id len> <id><key>".
 local function behind(key, id, token, what)
   local at = '0'
-  if what ~= 'd' then at = fmt(math.floor(now_us() / 1000)) end
+  if what ~= 'd' then at = now_ms() end
   redis.call('PUBLISH', tag .. 'b:' .. string.sub(id, 1, 12),
     what .. ' ' .. token .. ' ' .. at .. ' ' .. #id .. ' ' .. id .. key)
 end
@@ -326,16 +328,18 @@ end
 // script makes a script of lib and body, which may return anywhere: it
 // first settles the releases made without the append-only file, and the
 // changes it recorded for the keys' observers are published once it has.
-func script(body string) *goredis.Script {
-	return goredis.NewScript(lib + "local function body()\n" + body + "\nend\nsettle()\nlocal reply = body()\nflush()\nreturn reply\n")
-}
+func script(body string) *goredis.Script { return wrapped(body, "settle()\n") }
 
 // joinScript is script for enqueueScript, whose body settles (see settle)
 // only before it writes to the append-only file: a join made without it
 // (lazy) does not wait for an fsync, so neither does it write the joins
 // and releases noted before it, which wait for the next run that writes.
-func joinScript(body string) *goredis.Script {
-	return goredis.NewScript(lib + "local function body()\n" + body + "\nend\nlocal reply = body()\nflush()\nreturn reply\n")
+func joinScript(body string) *goredis.Script { return wrapped(body, "") }
+
+// wrapped makes a script of lib and body, running first what first says,
+// then body, then publishing what body recorded for observers.
+func wrapped(body, first string) *goredis.Script {
+	return goredis.NewScript(lib + "local function body()\n" + body + "\nend\n" + first + "local reply = body()\nflush()\nreturn reply\n")
 }
 
 // readScript makes a script of lib and body that writes nothing: it has
@@ -421,7 +425,7 @@ lazy = lazy == '1' and not adm
 if lazy then redis.set_repl(redis.REPL_NONE) else settle() end
 local token = newtoken()
 local r = {t = token, l = lease, n = n, sh = shared, a = '0', p = '-1', at = '0', st = '0', o = owner, v = value}
-if adm or placed == '1' then r.a, r.p, r.at = '1', permit, fmt(math.floor(now_us() / 1000)) end
+if adm or placed == '1' then r.a, r.p, r.at = '1', permit, now_ms() end
 local m = unparse(r)
 for _, k in ipairs(keys) do
   redis.call('ZADD', tag .. 'q:' .. k, token, id)
@@ -435,7 +439,7 @@ if adm then
   if wantstamp == '1' then st = stampmax(keys) end
   return {'ok', token, r.at, st}
 end
-return {'queued', token, fmt(math.floor(now_us() / 1000)), unpack(states)}
+return {'queued', token, now_ms(), unpack(states)}
 `)
 
 // stateScript reaps and lists the queues of keys, each up to a token:
@@ -450,7 +454,7 @@ local nk = tonumber(ARGV[2])
 local keys = slice(3, nk)
 local out = {}
 for i, k in ipairs(keys) do out[i] = state(k, ARGV[2 + nk + i]) end
-out[nk + 1] = fmt(math.floor(now_us() / 1000))
+out[nk + 1] = now_ms()
 return out
 `)
 
@@ -495,7 +499,7 @@ local id, token, permit, wantstamp, at = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARG
 local keys = slice(8, tonumber(ARGV[7]))
 local rs = claimed(keys, id, token)
 if not rs then return {'gone'} end
-if at == '' then at = fmt(math.floor(now_us() / 1000)) end
+if at == '' then at = now_ms() end
 for i, k in ipairs(keys) do
   local r = rs[i]
   r.a, r.p, r.at = '1', permit, at

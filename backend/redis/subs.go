@@ -47,9 +47,13 @@ type chanSub struct {
 }
 
 // channels returns what w listens to while waiting for want: the channels
-// of its keys for an Observe, else those of the claims in want.
+// of its keys for an Observe, none for a waiter told on the Backend's own
+// channel (see direct), else those of the claims in want.
 func (r *registry) channels(w *watcher, want []wanted) []string {
 	var out []string
+	if w.id != "" {
+		return nil
+	}
 	if w.any {
 		for _, k := range w.keys {
 			out = append(out, r.lay.keyChannel(k))

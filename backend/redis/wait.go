@@ -228,22 +228,19 @@ func (s *standing) add(key string, c queued, admission bool) {
 }
 
 // toldBehind reports whether the claim learns of the removal of the claim
-// just ahead of it on the Backend's own channel (see registry.direct): an
-// exclusive claim on one key, which waits for that claim alone, named by
-// this Backend, whose channel the removal is published on.
+// just ahead of it on the Backend's own channel (see registry.direct): a
+// claim on one key that the rule has wait for the claim just ahead alone
+// (backend.Ahead), named by this Backend, whose channel the removal is
+// published on.
 func (a *acquisition) toldBehind() bool {
-	return a.req.Fair && a.req.Keys == nil && a.kind.Exclusive() && a.b.names.Made(a.req.ID)
+	return a.req.Fair && a.req.Keys == nil && backend.Ahead(a.kind) == 1 && a.b.names.Made(a.req.ID)
 }
 
 // sleep waits for one of the events s names, the end of the earliest lease
 // among them, ctx's end or Close. It returns at once when such an event
 // came while the queues were being read.
 func (a *acquisition) sleep(ctx context.Context, s standing) error {
-	want := s.want
-	if a.w.id != "" {
-		want = nil // told on the Backend's own channel
-	}
-	if !a.b.reg.arm(a.w, want, s.leases) {
+	if !a.b.reg.arm(a.w, s.want, s.leases) {
 		return nil
 	}
 	var expiry <-chan time.Time

@@ -196,10 +196,10 @@ func (r *registry) unwatchLocked(w *watcher) {
 // direct makes w, the watcher of claim id, learn of each removal of the
 // claim just ahead of it from the Backend's own channel (see behind in
 // scripts.go), which is subscribed from New on: it then waits for the
-// claims ahead without subscribing to their channels, so without the
-// check once a subscription is confirmed. For a claim that waits only
-// for the claim just ahead (an exclusive one, backend.Ahead) that is
-// every event it waits for.
+// claims ahead without subscribing to their channels (see channels), so
+// without the check once a subscription is confirmed. For a claim that
+// waits only for the claim just ahead (backend.Ahead) that is every event
+// it waits for.
 func (r *registry) direct(w *watcher, id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -208,22 +208,13 @@ func (r *registry) direct(w *watcher, id string) {
 }
 
 // behind dispatches the removal of the claim just ahead of claim id,
-// heard on the Backend's own channel: its watcher wakes (or, reading,
-// reads again) and keeps a departure from the head as its handoff.
+// heard on the Backend's own channel, to the watcher of that claim, as
+// event does the events of claim channels.
 func (r *registry) behind(id string, e claimEvent, head time.Time, recorded bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	w := r.byID[id]
-	if w == nil {
-		return
-	}
-	if !head.IsZero() {
-		w.handoff = handoff{e, head, recorded}
-	}
-	if w.armed {
-		w.wakeFor(wokeEvent)
-	} else {
-		w.stale = true
+	if w := r.byID[id]; w != nil {
+		r.deliverLocked(w, e, departed, head, recorded)
 	}
 }
 
@@ -364,19 +355,25 @@ func (r *registry) event(e claimEvent, what byte, head time.Time, recorded bool)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for w := range r.byKey[e.key] {
-		if w.any {
-			continue
+		if !w.any {
+			r.deliverLocked(w, e, what, head, recorded)
 		}
-		if what == departed && !head.IsZero() {
-			w.handoff = handoff{e, head, recorded}
-		}
-		admissionToo, waited := w.want[e]
-		switch {
-		case !w.armed:
-			w.hear(e, what)
-		case waited && (what == departed || admissionToo):
-			w.wakeFor(wokeEvent)
-		}
+	}
+}
+
+// deliverLocked gives waiter w an event of claim e: a departure from the
+// head is kept as its last handoff; armed, it wakes if it waits for e;
+// reading, it records e for arm to weigh. Guarded by registry.mu.
+func (r *registry) deliverLocked(w *watcher, e claimEvent, what byte, head time.Time, recorded bool) {
+	if what == departed && !head.IsZero() {
+		w.handoff = handoff{e, head, recorded}
+	}
+	admissionToo, waited := w.want[e]
+	switch {
+	case !w.armed:
+		w.hear(e, what)
+	case waited && (what == departed || admissionToo):
+		w.wakeFor(wokeEvent)
 	}
 }
 

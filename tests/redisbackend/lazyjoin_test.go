@@ -31,6 +31,7 @@ func awaitQueued(t *testing.T, rc *goredis.Client, prefix, key string, n int) []
 // heldBack is a holder of a key and a waiter queued behind it whose join
 // the server has not written to the disk yet.
 type heldBack struct {
+	b      backend.Backend // the holder's Backend
 	held   backend.Claim   // the holder's claim, on b
 	wb     *redisb.Backend // the waiter's Backend
 	w      *pending        // the waiter's Acquire
@@ -57,7 +58,17 @@ func heldBackJoin(t *testing.T, b backend.Backend, rc *goredis.Client, prefix, k
 	require.Contains(t, pend, "j"+waiter+"\n"+key, "the waiter's join was written before it was answered: this test checks nothing")
 	token, err := rc.ZScore(ctx, "{"+prefix+"}q:"+key, waiter).Result()
 	require.NoError(t, err)
-	return heldBack{held: held, wb: wb, w: w, waiter: waiter, token: uint64(token)}
+	return heldBack{b: b, held: held, wb: wb, w: w, waiter: waiter, token: uint64(token)}
+}
+
+// handOverAndRestart releases the holder's claim, which hands the key to
+// the waiter, then restarts the server: what the file held then is all
+// that is left.
+func (h heldBack) handOverAndRestart(t *testing.T) {
+	t.Helper()
+	ctx := ctxFor(t)
+	require.NoError(t, h.b.Release(ctx, h.held))
+	require.NoError(t, srv.Restart(ctx))
 }
 
 // A claim that queues behind a holder is answered before its join reaches
@@ -69,8 +80,7 @@ func TestTheJoinIsWrittenBeforeTheReleaseThatHandsItTheKey(t *testing.T) {
 	b, rc, prefix := newBackend(t)
 	h := heldBackJoin(t, b, rc, prefix, "joined")
 
-	require.NoError(t, b.Release(ctx, h.held))
-	require.NoError(t, srv.Restart(ctx))
+	h.handOverAndRestart(t)
 	assert.Equal(t, []string{h.waiter}, queueOf(t, rc, prefix, "joined"), "the restart lost the join of the claim the release handed the key to")
 	next := h.w.await(t)
 	assert.Equal(t, h.waiter, next.ID)
@@ -87,8 +97,7 @@ func TestASettledJoinWritesTheTokenCounter(t *testing.T) {
 	b, rc, prefix := newBackend(t)
 	h := heldBackJoin(t, b, rc, prefix, "counter")
 
-	require.NoError(t, b.Release(ctx, h.held))
-	require.NoError(t, srv.Restart(ctx))
+	h.handOverAndRestart(t)
 	counter, err := rc.Get(ctx, "{"+prefix+"}token").Uint64()
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, counter, h.token, "the counter in the file is below the token of the join it holds")
@@ -180,8 +189,7 @@ func TestAJoinHeldBackLeavesEarlierJoinsHeldBack(t *testing.T) {
 	assert.ElementsMatch(t, []string{"j" + h.waiter + "\nsecond", "j" + second + "\nsecond"}, pend,
 		"the second join wrote the first to the disk")
 
-	require.NoError(t, b.Release(ctx, h.held))
-	require.NoError(t, srv.Restart(ctx))
+	h.handOverAndRestart(t)
 	assert.Equal(t, []string{h.waiter, second}, queueOf(t, rc, prefix, "second"), "the release that handed over did not write both joins")
 	next := h.w.await(t)
 	require.NoError(t, h.wb.Release(ctx, next))
